@@ -3,39 +3,60 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
-class ConditionTimeout(AssertionError):
+class ConditionTimeoutError(AssertionError):
     """The condition did not hold before the deadline."""
 
 
+@overload
 async def wait_for(
-    probe: Callable[[], Awaitable[T | None] | T | None],
+    probe: Callable[[], Awaitable[T | None]],
     *,
-    timeout: float = 10.0,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
+    what: str = ...,
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
+    what: str = ...,
+) -> T: ...
+
+
+async def wait_for(
+    probe: Callable[[], Any],
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109 - the deadline is the point of a bounded poll
     interval: float = 0.02,
     what: str = "condition",
-) -> T:
+) -> Any:
     """Poll ``probe`` until it returns a truthy value and return that value.
 
-    ``probe`` may be a plain or an async callable. Raises ConditionTimeout naming ``what``.
+    ``probe`` may be a plain or an async callable. Raises ConditionTimeoutError naming ``what``.
     """
     deadline = time.monotonic() + timeout
-    last: object = None
     while True:
         result = probe()
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+        if inspect.isawaitable(result):
             result = await result
         if result:
-            return result  # type: ignore[return-value]
-        last = result
+            return result
         if time.monotonic() >= deadline:
-            raise ConditionTimeout(f"timed out after {timeout}s waiting for {what} (last={last!r})")
+            raise ConditionTimeoutError(
+                f"timed out after {timeout}s waiting for {what} (last={result!r})"
+            )
         await asyncio.sleep(interval)
 
 
@@ -53,5 +74,7 @@ def wait_for_sync(
         if result:
             return result
         if time.monotonic() >= deadline:
-            raise ConditionTimeout(f"timed out after {timeout}s waiting for {what} (last={result!r})")
+            raise ConditionTimeoutError(
+                f"timed out after {timeout}s waiting for {what} (last={result!r})"
+            )
         time.sleep(interval)

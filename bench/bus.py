@@ -1,0 +1,253 @@
+"""Event bus throughput and latency next to raw nats-py, on one real nats-server.
+
+Publisher and subscriber are separate processes, as services are. Both variants send the same
+bytes (the CloudEvent headers and JSON body of a ComputeDomain membership event with 18
+members) on the same subject, captured by the same JetStream stream. The cdo bus adds what a
+service really does: event encoding, CloudEvent headers, a PRODUCER and a CONSUMER span (SDK
+tracer provider, sampled, no exporter), metrics, decoding into the typed event, the KV snapshot.
+
+Throughput: a burst of --messages, rate measured at the subscriber from first to last arrival.
+Latency: --latency-messages paced at --rate, publish -> handler entry (perf_counter is the
+system-wide monotonic clock, so both processes read the same clock).
+
+    python bench/bus.py [--messages 20000] [--latency-messages 2000] [--rate 1000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import nats
+from nats.aio.msg import Msg
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+from shared.bus import EventBus, NatsSettings
+from shared.bus import cloudevents as ce
+from shared.events import DomainMember, DomainMembershipChanged, Event
+from shared.metrics import Metrics
+from sim.natsserver import NatsServer
+
+VARIANTS = {
+    "raw": "raw nats-py",
+    "bus": "cdo bus (traced)",
+    "bus-unsampled": "cdo bus (not sampled)",
+}
+
+
+def sample_event() -> DomainMembershipChanged:
+    members = tuple(
+        DomainMember(
+            node=f"gb200-r1-n{slot:02d}", index=slot, address=f"127.0.1.{slot + 1}", pods=1, gpus=4
+        )
+        for slot in range(18)
+    )
+    return DomainMembershipChanged(
+        namespace="default",
+        name="training-domain-1",
+        uid="5b0c1f0e-2b8a-4b7e-9a55-0d2d1f1c9b11",
+        generation=3,
+        phase="Ready",
+        clique="2f1c8a52-7d6b-4cf1-9e0a-56c3c9e0b1a4.1",
+        channel=7,
+        size=18,
+        members=members,
+        source="cdo/bench/publisher",
+    )
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Tally:
+    """What the subscriber observes; message tags are ``b`` (burst) or ``l:<sent perf_counter>``."""
+
+    def __init__(self, *, messages: int, latency_messages: int) -> None:
+        self.messages = messages
+        self.latency_messages = latency_messages
+        self.burst = 0
+        self.first = 0.0
+        self.last = 0.0
+        self.latencies: list[float] = []
+        self.done = asyncio.Event()
+
+    def see(self, tag: str) -> None:
+        now = time.perf_counter()
+        if tag.startswith("l:"):
+            self.latencies.append(now - float(tag[2:]))
+        else:
+            self.burst += 1
+            if self.burst == 1:
+                self.first = now
+            self.last = now
+        if self.burst >= self.messages and len(self.latencies) >= self.latency_messages:
+            self.done.set()
+
+    def result(self) -> dict[str, float]:
+        return {
+            "rate": (self.messages - 1) / (self.last - self.first),
+            "p50": percentile(self.latencies, 0.5),
+            "p99": percentile(self.latencies, 0.99),
+        }
+
+
+def make_bus(url: str, name: str, *, sampled: bool) -> EventBus:
+    provider = TracerProvider() if sampled else TracerProvider(sampler=ALWAYS_OFF)
+    return EventBus(
+        NatsSettings(url=url),
+        service=name,
+        instance="bench",
+        metrics=Metrics(),
+        tracer=provider.get_tracer("bench"),
+    )
+
+
+async def subscriber(args: argparse.Namespace) -> None:
+    tally = Tally(messages=args.messages, latency_messages=args.latency_messages)
+    subject = sample_event().subject()
+    if args.variant == "raw":
+        nc = await nats.connect(args.url)
+
+        async def on_message(msg: Msg) -> None:
+            tally.see((msg.headers or {})["ce-id"])
+
+        await nc.subscribe(subject, cb=on_message, pending_bytes_limit=512 * 1024 * 1024)
+        await nc.flush()
+    else:
+        bus = make_bus(args.url, "bench-subscriber", sampled=args.variant == "bus")
+        await bus.connect()
+
+        async def on_event(event: Event) -> None:
+            tally.see(event.id)
+
+        await bus.subscribe(subject, on_event)
+        await bus.nc.flush()
+    print("ready", flush=True)
+    await asyncio.wait_for(tally.done.wait(), timeout=300)
+    print(json.dumps(tally.result()), flush=True)
+
+
+async def publisher(args: argparse.Namespace) -> None:
+    template = sample_event()
+    pace = 1 / args.rate
+    if args.variant == "raw":
+        headers, payload = ce.encode(template)
+        subject = template.subject()
+        nc = await nats.connect(args.url)
+        for _ in range(args.messages):
+            await nc.publish(subject, payload, headers={**headers, "ce-id": "b"})
+        await nc.flush()
+        start = time.perf_counter()
+        for n in range(args.latency_messages):
+            await asyncio.sleep(max(0.0, start + n * pace - time.perf_counter()))
+            tag = f"l:{time.perf_counter()!r}"
+            await nc.publish(subject, payload, headers={**headers, "ce-id": tag})
+        await nc.flush()
+        await nc.close()
+        return
+    bus = make_bus(args.url, "bench-publisher", sampled=args.variant == "bus")
+    await bus.connect()
+    await bus.ensure_jetstream()
+    runner = asyncio.create_task(bus.run())
+    burst = [msgspec.structs.replace(template, id="b") for _ in range(args.messages)]
+    for event in burst:
+        await bus.publish(event)
+    await bus.flush()
+    start = time.perf_counter()
+    for n in range(args.latency_messages):
+        await asyncio.sleep(max(0.0, start + n * pace - time.perf_counter()))
+        await bus.publish(msgspec.structs.replace(template, id=f"l:{time.perf_counter()!r}"))
+    await bus.flush()
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+    await bus.close()
+
+
+def run_pair(args: argparse.Namespace, url: str, variant: str) -> dict[str, float]:
+    common = [
+        "--url", url, "--variant", variant,
+        "--messages", str(args.messages), "--latency-messages", str(args.latency_messages),
+        "--rate", str(args.rate),
+    ]  # fmt: skip
+    me = [sys.executable, __file__]
+    sub = subprocess.Popen(
+        [*me, "--role", "subscriber", *common], stdout=subprocess.PIPE, text=True
+    )
+    assert sub.stdout is not None
+    if sub.stdout.readline().strip() != "ready":
+        raise RuntimeError("subscriber did not start")
+    subprocess.run([*me, "--role", "publisher", *common], check=True, timeout=300)
+    line = sub.stdout.readline()
+    if sub.wait(timeout=300) != 0 or not line:
+        raise RuntimeError(f"subscriber failed for {variant}")
+    result: dict[str, float] = json.loads(line)
+    return result
+
+
+def best_of(results: list[dict[str, float]]) -> dict[str, float]:
+    """Best throughput and median latencies over the rounds, to damp a noisy 2-core machine."""
+    return {
+        "rate": max(r["rate"] for r in results),
+        "p50": statistics.median(r["p50"] for r in results),
+        "p99": statistics.median(r["p99"] for r in results),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="burst size for throughput")
+    parser.add_argument("--latency-messages", type=int, default=2_000)
+    parser.add_argument("--rate", type=float, default=1_000, help="paced rate for latency (msg/s)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--role", choices=["subscriber", "publisher"], help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=list(VARIANTS), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "subscriber":
+        asyncio.run(subscriber(args))
+        return
+    if args.role == "publisher":
+        asyncio.run(publisher(args))
+        return
+
+    results: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
+    with tempfile.TemporaryDirectory() as store, NatsServer(store_dir=Path(store)) as server:
+        for _ in range(args.rounds):  # interleaved, so load changes hit every variant alike
+            for variant in VARIANTS:
+                results[variant].append(run_pair(args, server.url, variant))
+    summary = {variant: best_of(runs) for variant, runs in results.items()}
+    raw, bus = summary["raw"], summary["bus"]
+    payload = len(ce.encode(sample_event())[1])
+    print(
+        f"payload {payload} B JSON + CloudEvent headers; burst of {args.messages}; latency over "
+        f"{args.latency_messages} msgs at {args.rate:.0f}/s; best of {args.rounds} rounds"
+    )
+    print(f"{'':24}{'events/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'vs raw':>8}")
+    for variant, title in VARIANTS.items():
+        r = summary[variant]
+        print(
+            f"{title:24}{r['rate']:10.0f}{r['p50'] * 1e3:9.3f}{r['p99'] * 1e3:9.3f}"
+            f"{r['rate'] / raw['rate']:8.2f}"
+        )
+    print(
+        f"RESULT raw_events_per_s={raw['rate']:.0f} bus_events_per_s={bus['rate']:.0f} "
+        f"ratio={bus['rate'] / raw['rate']:.2f} "
+        f"bus_unsampled_events_per_s={summary['bus-unsampled']['rate']:.0f} "
+        f"raw_p50_ms={raw['p50'] * 1e3:.3f} raw_p99_ms={raw['p99'] * 1e3:.3f} "
+        f"bus_p50_ms={bus['p50'] * 1e3:.3f} bus_p99_ms={bus['p99'] * 1e3:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

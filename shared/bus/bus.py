@@ -1,0 +1,359 @@
+"""The event bus: typed cdo events over NATS, as CloudEvents, traced and counted.
+
+    bus = EventBus(settings, service="domain-controller", instance="pod-1",
+                   metrics=metrics, tracer=tracer)
+    await bus.connect()
+    await bus.ensure_jetstream()
+    await bus.subscribe(NodeFault.subject_template.wildcard(), on_fault, queue="controllers")
+    await bus.publish(NodeFault(node="n1", signal="xid", code=79, severity="fatal"))
+
+Publishing is a core NATS publish (the JetStream stream captures it; no ack is awaited on the
+hot path) plus, for events with a snapshot key, a coalesced write of the latest state to the KV
+bucket. Every incoming message goes through one path: decode (dropping and counting what does not
+decode), open a CONSUMER span whose parent comes from ``traceparent``, run the handler, count.
+A handler that raises is logged and counted; the subscription keeps running.
+
+Run :meth:`EventBus.run` as a root task of the service: it writes snapshots and raises
+BusClosedError when the connection closes for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext, api
+from nats.js.kv import KeyValue
+from opentelemetry.trace import Tracer
+
+from shared import tracing
+from shared.bus import cloudevents, jetstream
+from shared.bus.connection import ConnectionWatch, connect
+from shared.bus.settings import NatsSettings
+from shared.bus.snapshots import SnapshotWriter
+from shared.errors import BusClosedError, EventError, FatalError
+from shared.events.base import Event
+from shared.events.registry import UNION_DECODER
+from shared.events.subjects import ALL_EVENTS
+from shared.metrics import Metrics
+
+log = logging.getLogger("cdo.bus")
+
+Handler = Callable[[Event], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An event read from the JetStream history, with its place in the stream."""
+
+    event: Event
+    subject: str
+    stream_sequence: int
+
+
+DeliveryHandler = Callable[[Delivery], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class StartAt:
+    """Where a stream consumer starts: at a sequence, at a time, at the end, or (default) at
+    the beginning of the retained history."""
+
+    sequence: int | None = None
+    time: datetime | None = None
+    new_only: bool = False
+
+    def consumer_config(self) -> api.ConsumerConfig:
+        if self.sequence is not None:
+            return api.ConsumerConfig(
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.sequence
+            )
+        if self.time is not None:
+            return api.ConsumerConfig(
+                deliver_policy=api.DeliverPolicy.BY_START_TIME,
+                opt_start_time=self.time,
+            )
+        if self.new_only:
+            return api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
+        return api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL)
+
+
+class EventBus:
+    """Publish and receive cdo events. One per service instance."""
+
+    def __init__(
+        self,
+        settings: NatsSettings,
+        *,
+        service: str,
+        instance: str,
+        metrics: Metrics,
+        tracer: Tracer,
+    ) -> None:
+        self._settings = settings
+        self._name = f"{service}/{instance}"
+        self.source = f"cdo/{service}/{instance}"
+        self._metrics = metrics
+        self._tracer = tracer
+        self._watch = ConnectionWatch()
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._kv: KeyValue | None = None
+        self._subscriptions: list[Subscription] = []
+        self._stopping = False
+        self._snapshots = SnapshotWriter(bucket=settings.snapshot_bucket, publish=self._raw_publish)
+        self._published: dict[type[Event], Any] = {}
+        self._received: dict[type[Event], Any] = {}
+        self._handle_seconds: dict[type[Event], Any] = {}
+
+    # -- connection -------------------------------------------------------------------------
+
+    @property
+    def is_connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    @property
+    def watch(self) -> ConnectionWatch:
+        return self._watch
+
+    @property
+    def nc(self) -> Client:
+        if self._nc is None:
+            raise RuntimeError("the bus is not connected yet")
+        return self._nc
+
+    @property
+    def js(self) -> JetStreamContext:
+        if self._js is None:
+            self._js = self.nc.jetstream()
+        return self._js
+
+    async def connect(self) -> None:
+        """Connect to NATS, retrying within the configured budget; fatal when it runs out."""
+        try:
+            self._nc = await connect(self._settings, name=self._name, watch=self._watch)
+        except Exception as exc:
+            raise BusClosedError(
+                f"could not connect to NATS at {self._settings.url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        log.info("nats connected", extra={"url": self.nc.connected_url.netloc})  # type: ignore[union-attr]
+
+    async def ensure_jetstream(self) -> None:
+        """Create or update the event stream and the snapshot bucket (idempotent)."""
+        if self._settings.manage_jetstream:
+            await jetstream.ensure_stream(self.js, self._settings)
+            self._kv = await jetstream.ensure_bucket(self.js, self._settings)
+        else:
+            self._kv = await self.js.key_value(self._settings.snapshot_bucket)
+
+    async def run(self) -> None:
+        """Root task: write snapshots; raise BusClosedError if the connection closes for good."""
+        writer = asyncio.create_task(self._snapshots.run(), name="bus-snapshots")
+        closed = asyncio.create_task(self._watch.closed.wait(), name="bus-closed")
+        try:
+            await asyncio.wait({writer, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if self._watch.closed.is_set() and not self._stopping:
+                raise BusClosedError("the NATS connection closed and will not come back")
+            if writer.done():
+                writer.result()  # re-raises why the snapshot writer stopped
+        finally:
+            for task in (writer, closed):
+                task.cancel()
+            await asyncio.gather(writer, closed, return_exceptions=True)
+
+    # -- publishing -------------------------------------------------------------------------
+
+    async def _raw_publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
+        await self.nc.publish(subject, payload, headers=headers)
+
+    async def publish(self, event: Event) -> None:
+        """Publish ``event`` on its subject, traced, and record it as the latest snapshot."""
+        cls = type(event)
+        if not event.source:
+            event = msgspec.structs.replace(event, source=self.source)
+        headers, payload = cloudevents.encode(event)
+        subject = event.subject()
+        ce_type = headers["ce-type"]
+        span = tracing.start_publish_span(
+            self._tracer,
+            headers=headers,
+            subject=subject,
+            template=cls.subject_template.template,
+        )
+        try:
+            await self.nc.publish(subject, payload, headers=headers)
+        except Exception as exc:
+            tracing.mark_error(span, exc)
+            self._metrics.publish_errors.labels(ce_type).inc()
+            raise
+        finally:
+            span.end()
+        counter = self._published.get(cls)
+        if counter is None:
+            counter = self._published[cls] = self._metrics.messages_published.labels(ce_type)
+        counter.inc()
+        key = event.snapshot_key()
+        if key is not None:
+            self._snapshots.offer(key, payload, headers)
+
+    async def flush(self) -> None:
+        """Write pending snapshots and wait until the server has every publish so far."""
+        await self._snapshots.flush()
+        await self.nc.flush()
+
+    # -- receiving --------------------------------------------------------------------------
+
+    def _drop(self, reason: str, message: str, subject: str) -> None:
+        self._metrics.messages_dropped.labels(reason).inc()
+        log.warning(
+            "dropped message", extra={"reason": reason, "subject": subject, "error": message}
+        )
+
+    async def _deliver(
+        self,
+        msg: Msg,
+        call: Callable[[Event], Awaitable[None]],
+        *,
+        queue: str | None,
+    ) -> None:
+        """Decode one message and run ``call`` in a CONSUMER span; never raises."""
+        headers = cloudevents.lowercase_headers(msg.headers)
+        try:
+            event = cloudevents.decode(headers, msg.data)
+        except EventError as exc:
+            self._drop(exc.reason, str(exc), msg.subject)
+            return
+        cls = type(event)
+        started = time.perf_counter()
+        span, token = tracing.start_process_span(
+            self._tracer,
+            headers=headers,
+            subject=msg.subject,
+            template=cls.subject_template.template,
+            consumer_group=queue,
+        )
+        try:
+            await call(event)
+        except FatalError:
+            raise
+        except Exception as exc:
+            tracing.mark_error(span, exc)
+            self._metrics.errors.labels("event_handler").inc()
+            self._metrics.messages_dropped.labels("handler_error").inc()
+            log.exception("event handler failed", extra={"subject": msg.subject})
+            return
+        finally:
+            tracing.end_process_span(span, token)
+        received = self._received.get(cls)
+        if received is None:
+            ce_type = cls.ce_type()
+            received = self._received[cls] = self._metrics.messages_received.labels(ce_type)
+            self._handle_seconds[cls] = self._metrics.handle_seconds.labels(ce_type)
+        received.inc()
+        self._handle_seconds[cls].observe(time.perf_counter() - started)
+
+    async def subscribe(
+        self, subject: str, handler: Handler, *, queue: str | None = None
+    ) -> Subscription:
+        """Receive live events on ``subject`` (wildcards allowed).
+
+        With ``queue`` set, replicas of a consumer that share the name split the messages
+        between them (a NATS queue group) instead of each getting every one.
+        """
+
+        async def on_message(msg: Msg) -> None:
+            await self._deliver(msg, handler, queue=queue)
+
+        subscription = await self.nc.subscribe(subject, queue=queue or "", cb=on_message)
+        self._subscriptions.append(subscription)
+        return subscription
+
+    async def consume(
+        self,
+        handler: DeliveryHandler,
+        *,
+        subject: str = ALL_EVENTS,
+        start: StartAt | None = None,
+    ) -> Subscription:
+        """Replay the retained history on ``subject`` from ``start``, then follow live events.
+
+        An ordered consumer: events arrive once each, in stream order, with their stream
+        sequence, which lets a subscriber resume exactly where it stopped.
+        """
+        start = start or StartAt()
+
+        async def on_message(msg: Msg) -> None:
+            sequence = msg.metadata.sequence.stream
+
+            async def call(event: Event) -> None:
+                await handler(Delivery(event=event, subject=msg.subject, stream_sequence=sequence))
+
+            await self._deliver(msg, call, queue=None)
+
+        subscription = await self.js.subscribe(
+            subject,
+            cb=on_message,
+            ordered_consumer=True,
+            config=start.consumer_config(),
+            stream=self._settings.stream,
+        )
+        self._subscriptions.append(subscription)
+        return subscription
+
+    async def snapshots(self, keys: str = ">") -> list[Event]:
+        """The latest snapshot of every key matching ``keys`` (a KV key pattern)."""
+        if self._kv is None:
+            self._kv = await self.js.key_value(self._settings.snapshot_bucket)
+        events: list[Event] = []
+        async for payload in _latest_values(self._kv, keys):
+            try:
+                events.append(UNION_DECODER.decode(payload))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                self._drop("malformed", f"snapshot: {exc}", keys)
+        return events
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def stop_intake(self) -> None:
+        """Stop receiving: drain every subscription so handlers in flight finish."""
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            try:
+                await subscription.drain()  # type: ignore[no-untyped-call]
+            except Exception as exc:  # a subscription of a dead connection cannot drain
+                log.debug("subscription drain failed", extra={"error": str(exc)})
+
+    async def close(self) -> None:
+        """Write pending snapshots, flush publishes and close the connection."""
+        self._stopping = True
+        self._watch.closing = True
+        if self._nc is None or self._nc.is_closed:
+            return
+        if self._nc.is_connected:
+            try:
+                await self._snapshots.flush()
+            except Exception as exc:
+                log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
+        await self._nc.drain()
+
+
+async def _latest_values(kv: KeyValue, keys: str) -> AsyncIterator[bytes]:
+    watcher = await kv.watch(keys, ignore_deletes=True)
+    try:
+        while True:
+            entry = await watcher.updates(timeout=5.0)  # type: ignore[no-untyped-call]
+            if entry is None:  # end of the current values
+                return
+            if entry.value:
+                yield entry.value
+    finally:
+        await watcher.stop()  # type: ignore[no-untyped-call]

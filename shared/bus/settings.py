@@ -1,0 +1,51 @@
+"""How a service reaches NATS and lays out JetStream, read from CDO_NATS_* variables."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta
+
+from shared.settings import Settings
+
+
+class NatsSettings(Settings, frozen=True, kw_only=True):
+    """Connection to NATS and the JetStream objects cdo uses."""
+
+    url: Annotated[str, Meta(description="NATS server URL(s), comma separated.")] = (
+        "nats://127.0.0.1:4222"
+    )
+    user: Annotated[str, Meta(description="User name, when the server requires one.")] = ""
+    password: Annotated[str, Meta(description="Password for the user.")] = ""
+    creds_file: Annotated[str, Meta(description="NATS credentials (.creds) file.")] = ""
+    tls_ca_file: Annotated[str, Meta(description="CA bundle that signs the server's cert.")] = ""
+    tls_cert_file: Annotated[str, Meta(description="Client certificate for mutual TLS.")] = ""
+    tls_key_file: Annotated[str, Meta(description="Key of the client certificate.")] = ""
+    connect_timeout_s: Annotated[float, Meta(description="Timeout of one connect.", gt=0)] = 2.0
+    reconnect_wait_s: Annotated[
+        float, Meta(description="Pause between reconnect attempts.", gt=0)
+    ] = 1.0
+    max_reconnect_attempts: Annotated[
+        int,
+        Meta(
+            description="Connect attempts, at start and after a loss, before the connection "
+            "closes for good and the service exits (-1: forever).",
+            ge=-1,
+        ),
+    ] = 600
+    stream: Annotated[str, Meta(description="JetStream stream that keeps event history.")] = "CDO"
+    stream_max_age_s: Annotated[
+        float, Meta(description="How long the stream keeps events.", gt=0)
+    ] = 7 * 24 * 3600.0
+    stream_max_bytes: Annotated[int, Meta(description="Size cap of the stream.", gt=0)] = 1 << 30
+    stream_replicas: Annotated[int, Meta(description="Stream replicas.", ge=1, le=5)] = 1
+    stream_storage: Annotated[
+        str, Meta(description="file | memory.", pattern="^(file|memory)$")
+    ] = "file"
+    snapshot_bucket: Annotated[
+        str, Meta(description="KV bucket with the latest snapshot per entity.")
+    ] = "cdo-snapshots"
+    manage_jetstream: Annotated[
+        bool,
+        Meta(description="Create or update the stream and bucket at start (needs the rights)."),
+    ] = True

@@ -1,0 +1,51 @@
+"""The exceptions cdo code raises on purpose.
+
+CdoError
+├── ConfigError          settings or input that cannot be used; names the field
+├── FatalError           the process cannot continue; the supervisor exits non-zero
+│   └── BusClosedError   the NATS connection closed for good
+└── EventError           an incoming message that cannot become an event; it is dropped
+    ├── MalformedEventError   headers or payload do not decode
+    └── UnknownEventTypeError a ce-type this build does not know
+"""
+
+from __future__ import annotations
+
+
+class CdoError(Exception):
+    """Base of every exception cdo raises on purpose."""
+
+
+class ConfigError(CdoError):
+    """Settings or input that cannot be used. The message names the offending field."""
+
+
+class FatalError(CdoError):
+    """The process cannot continue; the supervisor stops everything and exits non-zero."""
+
+
+class BusClosedError(FatalError):
+    """The NATS connection closed for good (reconnect attempts exhausted)."""
+
+
+class EventError(CdoError):
+    """An incoming message that cannot be turned into an event.
+
+    ``reason`` is a short, low-cardinality label used in the dropped-messages metric.
+    """
+
+    reason = "invalid"
+
+
+class MalformedEventError(EventError):
+    """Headers or payload of a message do not decode into the announced event type."""
+
+    def __init__(self, message: str, *, reason: str = "malformed") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class UnknownEventTypeError(EventError):
+    """A message whose ce-type this build does not know."""
+
+    reason = "unknown_type"

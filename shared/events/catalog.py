@@ -1,0 +1,145 @@
+"""The events cdo publishes. This module is the contract; proto/ is generated from it.
+
+Schemas evolve additively: a new field always has a default, and decoders ignore fields they do
+not know, so old consumers keep working. Enumerations are plain strings with their known values
+documented, for the same reason: a new value must not make an old decoder reject a message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+import msgspec
+from msgspec import Meta
+
+from shared.events import subjects
+from shared.events.base import Event
+from shared.events.subjects import SubjectTemplate
+
+NodeName = Annotated[str, Meta(description="Kubernetes node name.", min_length=1)]
+CliqueId = Annotated[
+    str,
+    Meta(
+        description='NVLink clique: "<cluster UUID>.<clique id>" as in label nvidia.com/gpu.clique.'
+    ),
+]
+GpuUuids = Annotated[tuple[str, ...], Meta(description="UUIDs of the GPUs concerned.")]
+
+
+class DomainMember(msgspec.Struct, frozen=True, kw_only=True):
+    """One node of a ComputeDomain."""
+
+    node: NodeName
+    index: Annotated[int, Meta(description="The node's IMEX slot in its clique.", ge=0)]
+    address: Annotated[str, Meta(description="The node's IMEX address.")] = ""
+    pods: Annotated[int, Meta(description="Pods of the domain on this node.", ge=0)] = 0
+    gpus: Annotated[int, Meta(description="GPUs the domain uses on this node.", ge=0)] = 0
+    status: Annotated[str, Meta(description="Ready | NotReady.")] = "NotReady"
+
+
+class DomainMembershipChanged(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.domain.membership"):
+    """A ComputeDomain's placement, members or phase changed."""
+
+    subject_template: ClassVar[SubjectTemplate] = subjects.DOMAIN_MEMBERSHIP
+    snapshot_template: ClassVar[SubjectTemplate | None] = subjects.DOMAIN_SNAPSHOT
+
+    namespace: Annotated[str, Meta(description="Namespace of the ComputeDomain.", min_length=1)]
+    name: Annotated[str, Meta(description="Name of the ComputeDomain.", min_length=1)]
+    uid: Annotated[str, Meta(description="metadata.uid of the ComputeDomain.")] = ""
+    generation: Annotated[int, Meta(description="metadata.generation observed.", ge=0)] = 0
+    phase: Annotated[
+        str, Meta(description="Pending | Placed | Ready | NotReady | Degraded | Deleting.")
+    ] = "Pending"
+    clique: CliqueId = ""
+    channel: Annotated[
+        int | None, Meta(description="IMEX channel of the domain, unique in its clique.")
+    ] = None
+    size: Annotated[int, Meta(description="Pods the domain's workload wants.", ge=0)] = 0
+    members: tuple[DomainMember, ...] = ()
+    reason: Annotated[str, Meta(description="Why the domain is in this phase.")] = ""
+
+
+class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True):
+    """Free capacity of one node in a clique."""
+
+    node: NodeName
+    slot: Annotated[int, Meta(description="IMEX slot (tray index) in the clique.", ge=0)]
+    gpus_total: Annotated[int, Meta(ge=0)]
+    gpus_free: Annotated[int, Meta(ge=0)]
+    schedulable: bool = True
+    healthy: bool = True
+
+
+class CliqueCapacity(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.clique.capacity"):
+    """What a clique can still take: its nodes, free GPUs and channels."""
+
+    subject_template: ClassVar[SubjectTemplate] = subjects.CLIQUE_CAPACITY
+    snapshot_template: ClassVar[SubjectTemplate | None] = subjects.CLIQUE_SNAPSHOT
+
+    clique: CliqueId
+    cluster_uuid: Annotated[str, Meta(description="NVLink domain (rack) UUID.")] = ""
+    nodes: tuple[NodeCapacity, ...] = ()
+    gpus_total: Annotated[int, Meta(ge=0)] = 0
+    gpus_free: Annotated[int, Meta(ge=0)] = 0
+    domains: Annotated[int, Meta(description="ComputeDomains placed in the clique.", ge=0)] = 0
+    channels_free: Annotated[int, Meta(description="IMEX channels still free.", ge=0)] = 0
+
+
+class NodeFault(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.fault"):
+    """A GPU, NVLink or fabric fault on a node."""
+
+    subject_template: ClassVar[SubjectTemplate] = subjects.NODE_FAULT
+    snapshot_template: ClassVar[SubjectTemplate | None] = subjects.NODE_HEALTH_SNAPSHOT
+
+    node: NodeName
+    clique: CliqueId = ""
+    gpus: GpuUuids = ()
+    signal: Annotated[
+        str, Meta(description="xid | fabric | nvlink | ecc | remapped_rows | gpu_lost | imex.")
+    ]
+    code: Annotated[int, Meta(description="XID number or signal-specific code.")] = 0
+    severity: Annotated[str, Meta(description="warning | fatal.")]
+    action: Annotated[
+        str,
+        Meta(description="none | restart_app | reset_gpu | drain_node | recover_imex_domain."),
+    ] = "none"
+    message: str = ""
+
+
+class NodeRecovered(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.recovered"):
+    """A node's earlier faults cleared; it is healthy again."""
+
+    subject_template: ClassVar[SubjectTemplate] = subjects.NODE_RECOVERED
+    snapshot_template: ClassVar[SubjectTemplate | None] = subjects.NODE_HEALTH_SNAPSHOT
+
+    node: NodeName
+    clique: CliqueId = ""
+    gpus: GpuUuids = ()
+    signals: Annotated[tuple[str, ...], Meta(description="Signals that cleared.")] = ()
+    message: str = ""
+
+
+class ImexPeer(msgspec.Struct, frozen=True, kw_only=True):
+    """One peer as the node's IMEX daemon sees it."""
+
+    node: NodeName
+    address: str = ""
+    state: Annotated[str, Meta(description="Connection state as nvidia-imex-ctl reports it.")]
+
+
+class NodeImexState(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.imex"):
+    """The state of a node's IMEX daemon and of its view of the clique's IMEX domain."""
+
+    subject_template: ClassVar[SubjectTemplate] = subjects.NODE_IMEX
+    snapshot_template: ClassVar[SubjectTemplate | None] = subjects.NODE_IMEX_SNAPSHOT
+
+    node: NodeName
+    clique: CliqueId = ""
+    daemon_state: Annotated[
+        str,
+        Meta(description="NOT_RUNNING | INITIALIZING | WAITING_FOR_PEERS | READY | UNAVAILABLE."),
+    ]
+    domain_state: Annotated[str, Meta(description="UP | DEGRADED | DOWN | UNKNOWN.")] = "UNKNOWN"
+    peers: tuple[ImexPeer, ...] = ()
+    config_digest: Annotated[str, Meta(description="Digest of the rendered node map.")] = ""
+    restarts: Annotated[int, Meta(description="Daemon restarts since the agent started.")] = 0

@@ -1,0 +1,85 @@
+"""Prometheus instruments of one service, in a registry of its own.
+
+Each service (and each simulated per-node service hosted in one process) owns a Metrics object,
+so two services in one process never mix their counters. Label values are low-cardinality:
+event types, drop reasons, controller names; never object names.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+
+# The *_created series double every counter for little use; scrapers do not need them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# Buckets in seconds, from sub-millisecond message handling to multi-second reconciles.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Metrics:
+    """Every instrument a cdo service exports on /metrics."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.messages_published = Counter(
+            "cdo_bus_messages_published",
+            "Events published on the bus, by CloudEvent type.",
+            ["type"],
+            registry=r,
+        )
+        self.publish_errors = Counter(
+            "cdo_bus_publish_errors",
+            "Publishes that failed, by CloudEvent type.",
+            ["type"],
+            registry=r,
+        )
+        self.messages_received = Counter(
+            "cdo_bus_messages_received",
+            "Events received and handed to a handler, by CloudEvent type.",
+            ["type"],
+            registry=r,
+        )
+        self.messages_dropped = Counter(
+            "cdo_bus_messages_dropped",
+            "Incoming messages dropped, by reason (malformed, unknown_type, missing_header, "
+            "handler_error ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.handle_seconds = Histogram(
+            "cdo_bus_handle_seconds",
+            "Time a handler took for one event, by CloudEvent type.",
+            ["type"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reconciles = Counter(
+            "cdo_reconciles",
+            "Reconciles run, by controller and result (ok, requeue, error, terminal).",
+            ["controller", "result"],
+            registry=r,
+        )
+        self.reconcile_seconds = Histogram(
+            "cdo_reconcile_seconds",
+            "Time one reconcile took, by controller.",
+            ["controller"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "cdo_errors",
+            "Errors a service handled without stopping, by component.",
+            ["component"],
+            registry=r,
+        )
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return bytes(generate_latest(self.registry))

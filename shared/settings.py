@@ -1,0 +1,118 @@
+"""Settings from environment variables, declared as small msgspec Structs.
+
+A settings Struct documents each field with ``Annotated[T, Meta(description=...)]``. The variable
+for a field is the prefix plus the field name in upper case; a nested Struct adds its field name
+as another prefix segment::
+
+    class NatsSettings(Settings):
+        url: Annotated[str, Meta(description="NATS server URL")] = "nats://127.0.0.1:4222"
+
+    class RuntimeSettings(Settings):
+        nats: NatsSettings = NatsSettings()
+
+    load_settings(RuntimeSettings, prefix="CDO_")   # reads CDO_NATS_URL
+
+Sequences are written comma-separated. Values are converted leniently from text (``"5"`` is an
+int, ``"true"``/``"1"`` a bool); a value that does not convert raises ConfigError naming the
+variable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
+from msgspec import inspect as mi
+
+from shared.errors import ConfigError
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every settings Struct."""
+
+
+S = TypeVar("S", bound=Settings)
+
+_SEQUENCE_TYPES = (mi.ListType, mi.TupleType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)
+_PATH_SEGMENT = re.compile(r"\.([A-Za-z0-9_]+)")
+
+
+def env_name(prefix: str, path: tuple[str, ...]) -> str:
+    """The environment variable that holds the field at ``path`` below ``prefix``."""
+    return prefix + "_".join(segment.upper() for segment in path)
+
+
+def _struct_info(cls: type[Any]) -> mi.StructType:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType), f"{cls!r} is not a msgspec Struct"
+    return info
+
+
+def _unwrap(t: mi.Type) -> mi.Type:
+    if isinstance(t, mi.Metadata):
+        return _unwrap(t.type)
+    if isinstance(t, mi.UnionType):
+        concrete = [_unwrap(member) for member in t.types if not isinstance(member, mi.NoneType)]
+        if len(concrete) == 1:
+            return concrete[0]
+    return t
+
+
+def _collect(
+    info: mi.StructType, *, prefix: str, path: tuple[str, ...], environ: Mapping[str, str]
+) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    for field in info.fields:
+        field_path = (*path, field.name)
+        field_type = _unwrap(field.type)
+        if isinstance(field_type, mi.StructType):
+            nested = _collect(field_type, prefix=prefix, path=field_path, environ=environ)
+            if nested:
+                raw[field.name] = nested
+            continue
+        value = environ.get(env_name(prefix, field_path))
+        if value is None:
+            continue
+        if isinstance(field_type, _SEQUENCE_TYPES):
+            raw[field.name] = [item.strip() for item in value.split(",") if item.strip()]
+        else:
+            raw[field.name] = value
+    return raw
+
+
+def load_settings(cls: type[S], *, prefix: str, environ: Mapping[str, str] | None = None) -> S:
+    """Build ``cls`` from environment variables named ``prefix`` + field path."""
+    environ = os.environ if environ is None else environ
+    raw = _collect(_struct_info(cls), prefix=prefix, path=(), environ=environ)
+    try:
+        return msgspec.convert(raw, cls, strict=False)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        path = tuple(_PATH_SEGMENT.findall(message.rpartition("at `$")[2]))
+        where = env_name(prefix, path) if path else prefix + "*"
+        shown = f"={environ[where]!r}" if where in environ else ""
+        raise ConfigError(f"{where}{shown}: {message.split(' - at ')[0]}") from exc
+
+
+def describe_settings(cls: type[Settings], *, prefix: str) -> list[tuple[str, str, str]]:
+    """(variable, default, description) for every field, nested ones included, for docs."""
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(info: mi.StructType, path: tuple[str, ...]) -> None:
+        for field in info.fields:
+            field_path = (*path, field.name)
+            field_type = _unwrap(field.type)
+            if isinstance(field_type, mi.StructType):
+                walk(field_type, field_path)
+                continue
+            description = ""
+            if isinstance(field.type, mi.Metadata):
+                description = str((field.type.extra_json_schema or {}).get("description", ""))
+            default = "" if field.required else repr(field.default)
+            rows.append((env_name(prefix, field_path), default, description))
+
+    walk(_struct_info(cls), ())
+    return rows

@@ -1,0 +1,81 @@
+"""The concrete cluster a topology expands into: nodes with addresses, GPUs with UUIDs.
+
+Everything here is a value: the simulated NVML, IMEX daemons and kubelets are built from
+these and never change them.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import msgspec
+
+from sim.topology.spec import DriverSpec
+
+
+class Gpu(msgspec.Struct, frozen=True, kw_only=True):
+    """One GPU of a node, as NVML identifies it."""
+
+    index: int
+    uuid: str  # "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvmlDeviceGetUUID prints it
+    serial: str
+    pci_bus_id: str  # "00000008:01:00.0", the form nvmlPciInfo_t.busId carries
+    minor_number: int  # N in /dev/nvidiaN
+    module_id: int  # the GPU's position on the tray's board, 1-based
+    ib_guid: bytes  # 8 bytes on Blackwell
+
+
+class Node(msgspec.Struct, frozen=True, kw_only=True):
+    """One compute tray, which is one Kubernetes node."""
+
+    name: str
+    address: str  # the node's own loopback address in 127.0.0.0/8
+    rack: str
+    rack_index: int
+    tray_index: int  # 0-based among the rack's compute trays
+    slot_number: int  # physical slot in the chassis, counting switch trays too
+    cluster_uuid: str  # canonical form of the rack's NVLink domain clusterUuid
+    clique_id: int
+    chassis_serial: str
+    driver: DriverSpec
+    gpus: tuple[Gpu, ...]
+
+    @property
+    def cluster_uuid_bytes(self) -> bytes:
+        """The 16 bytes nvmlGpuFabricInfo carries in clusterUuid."""
+        return uuid.UUID(self.cluster_uuid).bytes
+
+    @property
+    def clique(self) -> str:
+        """The node's clique, ``"<clusterUuid>.<cliqueId>"``: unique across racks."""
+        return f"{uuid.UUID(self.cluster_uuid)}.{self.clique_id}"
+
+
+class Cluster(msgspec.Struct, frozen=True, kw_only=True):
+    """Every node of the simulated cluster, rack by rack, trays in ascending order."""
+
+    name: str
+    nodes: tuple[Node, ...]
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``; KeyError when there is none."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    @property
+    def racks(self) -> dict[str, tuple[Node, ...]]:
+        """Nodes grouped by rack name, in topology order."""
+        grouped: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            grouped.setdefault(node.rack, []).append(node)
+        return {rack: tuple(nodes) for rack, nodes in grouped.items()}
+
+    @property
+    def cliques(self) -> dict[str, tuple[Node, ...]]:
+        """Nodes grouped by their full clique string (never by cliqueId alone)."""
+        grouped: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            grouped.setdefault(node.clique, []).append(node)
+        return {clique: tuple(nodes) for clique, nodes in grouped.items()}

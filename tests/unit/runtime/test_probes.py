@@ -1,0 +1,27 @@
+from shared.runtime import Readiness
+
+
+def test_ready_only_when_every_check_passes() -> None:
+    readiness = Readiness()
+    assert readiness.ready
+    state = {"nats": False}
+    readiness.add("nats", lambda: state["nats"])
+    assert readiness.failing() == ["nats"]
+    state["nats"] = True
+    assert readiness.ready
+
+
+def test_a_raising_check_means_not_ready() -> None:
+    readiness = Readiness()
+
+    def broken() -> bool:
+        raise RuntimeError("x")
+
+    readiness.add("broken", broken)
+    assert readiness.failing() == ["broken"]
+
+
+def test_stopping_makes_it_unready() -> None:
+    readiness = Readiness()
+    readiness.mark_stopping()
+    assert readiness.failing() == ["stopping"]

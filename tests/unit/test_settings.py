@@ -1,0 +1,75 @@
+from typing import Annotated
+
+import pytest
+from msgspec import Meta
+
+from shared.bus import NatsSettings
+from shared.errors import ConfigError
+from shared.runtime import RuntimeSettings
+from shared.settings import Settings, describe_settings, load_settings
+
+
+class Inner(Settings, frozen=True, kw_only=True):
+    url: Annotated[str, Meta(description="Where.")] = "nats://x"
+    attempts: Annotated[int, Meta(ge=-1)] = 3
+    servers: tuple[str, ...] = ()
+
+
+class Outer(Settings, frozen=True, kw_only=True):
+    debug: bool = False
+    ratio: float = 1.0
+    inner: Inner = Inner()
+
+
+def test_defaults_without_environment() -> None:
+    assert load_settings(Outer, prefix="T_", environ={}) == Outer()
+
+
+def test_values_convert_from_text_and_nest() -> None:
+    settings = load_settings(
+        Outer,
+        prefix="T_",
+        environ={
+            "T_DEBUG": "true",
+            "T_RATIO": "0.25",
+            "T_INNER_ATTEMPTS": "-1",
+            "T_INNER_SERVERS": "a, b,,c",
+            "UNRELATED": "x",
+        },
+    )
+    assert settings.debug is True and settings.ratio == 0.25
+    assert settings.inner.attempts == -1
+    assert settings.inner.servers == ("a", "b", "c")
+
+
+@pytest.mark.parametrize(
+    ("environ", "variable"),
+    [
+        ({"T_INNER_ATTEMPTS": "many"}, "T_INNER_ATTEMPTS='many'"),
+        ({"T_INNER_ATTEMPTS": "-5"}, "T_INNER_ATTEMPTS='-5'"),
+        ({"T_RATIO": "lots"}, "T_RATIO='lots'"),
+    ],
+)
+def test_bad_values_name_the_variable(environ: dict[str, str], variable: str) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        load_settings(Outer, prefix="T_", environ=environ)
+
+
+def test_runtime_settings_read_cdo_variables() -> None:
+    settings = load_settings(
+        RuntimeSettings,
+        prefix="CDO_",
+        environ={"CDO_NATS_URL": "nats://n:1", "CDO_HTTP_PORT": "0", "CDO_LOG_LEVEL": "DEBUG"},
+    )
+    assert settings.nats == NatsSettings(url="nats://n:1")
+    assert settings.http_port == 0
+    with pytest.raises(ConfigError, match="CDO_NATS_STREAM_STORAGE"):
+        load_settings(RuntimeSettings, prefix="CDO_", environ={"CDO_NATS_STREAM_STORAGE": "tape"})
+
+
+def test_every_setting_is_documented() -> None:
+    rows = describe_settings(RuntimeSettings, prefix="CDO_")
+    names = [name for name, _default, _doc in rows]
+    assert "CDO_NATS_MAX_RECONNECT_ATTEMPTS" in names and "CDO_TRACING_SAMPLE_RATIO" in names
+    undocumented = [name for name, _default, doc in rows if not doc]
+    assert undocumented == []
