@@ -4,9 +4,11 @@ CdoError
 ├── ConfigError          settings or input that cannot be used; names the field
 ├── FatalError           the process cannot continue; the supervisor exits non-zero
 │   └── BusClosedError   the NATS connection closed for good
-└── EventError           an incoming message that cannot become an event; it is dropped
-    ├── MalformedEventError   headers or payload do not decode
-    └── UnknownEventTypeError a ce-type this build does not know
+├── EventError           an incoming message that cannot become an event; it is dropped
+│   ├── MalformedEventError   headers or payload do not decode
+│   └── UnknownEventTypeError a ce-type this build does not know
+├── TerminalError        a reconcile that retrying cannot fix; recorded as a condition, not retried
+└── QueueShutDownError   the work queue is shut down; workers stop taking keys
 """
 
 from __future__ import annotations
@@ -49,3 +51,20 @@ class UnknownEventTypeError(EventError):
     """A message whose ce-type this build does not know."""
 
     reason = "unknown_type"
+
+
+class TerminalError(CdoError):
+    """A reconcile failed in a way that retrying the same state cannot fix.
+
+    The reconciler records why (a condition on the object, an Event) before raising; the reconcile
+    runner then logs and counts it and does not retry. A later change of the object queues it
+    again. ``reason`` is a short CamelCase label (the condition's reason), low-cardinality.
+    """
+
+    def __init__(self, message: str, *, reason: str = "Terminal") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class QueueShutDownError(CdoError):
+    """The work queue is shut down: no key will be handed out any more."""

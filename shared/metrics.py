@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -77,6 +78,53 @@ class Metrics:
             "cdo_errors",
             "Errors a service handled without stopping, by component.",
             ["component"],
+            registry=r,
+        )
+        # Work queues (shared/kube/workqueue.py); the label is the queue's name, unique per service.
+        # The gauges are read from the queue when scraped, so they cost nothing between scrapes.
+        self.workqueue_depth = Gauge(
+            "cdo_workqueue_depth",
+            "Keys ready and waiting for a worker, by queue.",
+            ["queue"],
+            registry=r,
+        )
+        self.workqueue_adds = Counter(
+            "cdo_workqueue_adds",
+            "Adds that scheduled work (not coalesced into a key already waiting), by queue.",
+            ["queue"],
+            registry=r,
+        )
+        self.workqueue_retries = Counter(
+            "cdo_workqueue_retries",
+            "Rate-limited re-adds after a failed attempt, by queue.",
+            ["queue"],
+            registry=r,
+        )
+        self.workqueue_queue_seconds = Histogram(
+            "cdo_workqueue_queue_seconds",
+            "Time a key waited, once ready, before a worker took it, by queue.",
+            ["queue"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.workqueue_work_seconds = Histogram(
+            "cdo_workqueue_work_seconds",
+            "Time from a worker taking a key to marking it done, by queue.",
+            ["queue"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.workqueue_unfinished_work_seconds = Gauge(
+            "cdo_workqueue_unfinished_work_seconds",
+            "Sum of the time keys now being processed have been running, by queue; growth "
+            "without completions means stuck workers.",
+            ["queue"],
+            registry=r,
+        )
+        self.workqueue_longest_running_seconds = Gauge(
+            "cdo_workqueue_longest_running_seconds",
+            "How long the longest-running key now being processed has been running, by queue.",
+            ["queue"],
             registry=r,
         )
 

@@ -1,6 +1,6 @@
 """Print every CDO_* setting a cdo service reads, with its default and meaning.
 
-    python -m shared.runtime
+python -m shared.runtime
 """
 
 from shared.runtime.service import RuntimeSettings
