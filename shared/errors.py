@@ -3,12 +3,15 @@
 CdoError
 ├── ConfigError          settings or input that cannot be used; names the field
 ├── FatalError           the process cannot continue; the supervisor exits non-zero
-│   └── BusClosedError   the NATS connection closed for good
+│   ├── BusClosedError   the NATS connection closed for good
+│   └── LeadershipLostError  the leader Lease was lost; only a new process may lead again
 ├── EventError           an incoming message that cannot become an event; it is dropped
 │   ├── MalformedEventError   headers or payload do not decode
 │   └── UnknownEventTypeError a ce-type this build does not know
 ├── TerminalError        a reconcile that retrying cannot fix; recorded as a condition, not retried
-└── QueueShutDownError   the work queue is shut down; workers stop taking keys
+├── QueueShutDownError   the work queue is shut down; workers stop taking keys
+├── KubeApiError         a non-2xx answer from the Kubernetes API (shared/kube/errors.py)
+└── KubeletApiError      kubelet gRPC failures (shared/kubeletapi/errors.py)
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ class FatalError(CdoError):
 
 class BusClosedError(FatalError):
     """The NATS connection closed for good (reconnect attempts exhausted)."""
+
+
+class LeadershipLostError(FatalError):
+    """This process lost its leader Lease. It exits so that it never writes as a stale leader."""
 
 
 class EventError(CdoError):

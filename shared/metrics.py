@@ -127,6 +127,25 @@ class Metrics:
             ["queue"],
             registry=r,
         )
+        # Informers (shared/kube/informer.py); the label is the resource's plural.
+        self.informer_events = Counter(
+            "cdo_informer_events",
+            "Watch events applied to an informer's cache, by resource and type.",
+            ["resource", "type"],
+            registry=r,
+        )
+        self.informer_lists = Counter(
+            "cdo_informer_lists",
+            "Full LISTs an informer made, by resource and reason (start, expired, error).",
+            ["resource", "reason"],
+            registry=r,
+        )
+        self.informer_handler_errors = Counter(
+            "cdo_informer_handler_errors",
+            "Event handlers that raised (the informer keeps running), by resource.",
+            ["resource"],
+            registry=r,
+        )
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""

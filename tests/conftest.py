@@ -9,7 +9,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.bus import EventBus, NatsSettings
+from shared.kube.client import KubeClient
 from shared.metrics import Metrics
+from sim.kubeapi import KubeServer, ServerConfig, serve
 from sim.natsserver import NatsServer, free_port
 
 
@@ -66,3 +68,24 @@ def service_env(nats_server: NatsServer) -> dict[str, str]:
         "CDO_HTTP_PORT": str(free_port()),
         "CDO_LOG_LEVEL": "info",
     }
+
+
+@pytest.fixture
+def emulator_config() -> ServerConfig:
+    """Settings of the ``emulator`` fixture; override in a module to change them."""
+    return ServerConfig(bookmark_interval_s=0.5)
+
+
+@pytest.fixture
+async def emulator(emulator_config: ServerConfig, tmp_path: Path) -> AsyncIterator[KubeServer]:
+    """The Kubernetes API emulator over real HTTP on a free port, with a kubeconfig for it."""
+    async with serve(config=emulator_config, kubeconfig=tmp_path / "kubeconfig") as server:
+        yield server
+
+
+@pytest.fixture
+async def kube_client(emulator: KubeServer) -> AsyncIterator[KubeClient]:
+    """cdo's Kubernetes client, configured from the emulator's kubeconfig like a service is."""
+    client = await KubeClient.connect(kubeconfig=emulator.kubeconfig)
+    yield client
+    await client.close()

@@ -1,0 +1,268 @@
+"""A thin Kubernetes client: raw JSON in and out over kubernetes-asyncio's transport.
+
+kubernetes-asyncio provides configuration, authentication and the HTTP session; everything else
+goes through :meth:`KubeClient.request` with ``_preload_content=False`` so responses are decoded by
+the caller with msgspec into the Structs it needs (far faster than the generated models), and
+errors are raised as :class:`KubeApiError` with the server's Status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from shared.kube.errors import KubeApiError
+from shared.kube.resources import Resource
+
+PatchType = Literal["merge", "json", "strategic", "apply"]
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class KubeClient:
+    """Requests against one API server. Create with :meth:`connect`; close when done."""
+
+    def __init__(self, api: k8s.ApiClient, *, request_timeout_s: float = 30.0) -> None:
+        self._api = api
+        self._timeout = request_timeout_s
+
+    @classmethod
+    async def connect(
+        cls, *, kubeconfig: str | Path | None = None, request_timeout_s: float = 30.0
+    ) -> KubeClient:
+        """From a kubeconfig file, else the in-cluster service account."""
+        configuration = k8s.Configuration()
+        if kubeconfig:
+            await k8s_config.load_kube_config(
+                config_file=str(kubeconfig), client_configuration=configuration
+            )
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(k8s.ApiClient(configuration), request_timeout_s=request_timeout_s)
+
+    @property
+    def api_client(self) -> k8s.ApiClient:
+        """The kubernetes-asyncio client, for code that wants its typed APIs."""
+        return self._api
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: object | None = None,
+        content_type: str = "application/json",
+        request_timeout: aiohttp.ClientTimeout | float | None = None,
+    ) -> aiohttp.ClientResponse:
+        try:
+            response: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout if request_timeout is not None else self._timeout,
+            )
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeApiError(
+                code=0, reason="Unreachable", message=f"{method} {path}: {exc!r}"
+            ) from exc
+        if response.status >= 300:
+            body_bytes = await response.read()
+            response.release()
+            raise KubeApiError.from_response(
+                code=response.status,
+                body=body_bytes,
+                retry_after=response.headers.get("Retry-After"),
+                what=f"{method} {path}",
+            )
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: object | None = None,
+        content_type: str = "application/json",
+    ) -> bytes:
+        """One request; the response body, or KubeApiError."""
+        response = await self._open(method, path, query=query, body=body, content_type=content_type)
+        try:
+            return await response.read()
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeApiError(
+                code=0, reason="Unreachable", message=f"{method} {path}: {exc!r}"
+            ) from exc
+        finally:
+            response.release()
+
+    # -- verbs --------------------------------------------------------------------------------
+
+    async def get(self, resource: Resource, name: str, *, namespace: str = "") -> bytes:
+        return await self.request("GET", resource.path(namespace=namespace, name=name))
+
+    async def get_or_none(
+        self, resource: Resource, name: str, *, namespace: str = ""
+    ) -> bytes | None:
+        try:
+            return await self.get(resource, name, namespace=namespace)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+        resource_version: str = "",
+    ) -> bytes:
+        query = _selectors(label_selector, field_selector)
+        if limit:
+            query.append(("limit", str(limit)))
+        if continue_token:
+            query.append(("continue", continue_token))
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        return await self.request("GET", resource.path(namespace=namespace), query=query)
+
+    async def create(
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str = ""
+    ) -> bytes:
+        return await self.request("POST", resource.path(namespace=namespace), body=body)
+
+    async def replace(
+        self,
+        resource: Resource,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        namespace: str = "",
+        subresource: str = "",
+    ) -> bytes:
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        return await self.request("PUT", path, body=body)
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        body: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        namespace: str = "",
+        subresource: str = "",
+        patch_type: PatchType = "merge",
+        field_manager: str = "",
+        force: bool = False,
+    ) -> bytes:
+        query: list[tuple[str, str]] = []
+        if field_manager:
+            query.append(("fieldManager", field_manager))
+        if force:
+            query.append(("force", "true"))
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        return await self.request(
+            "PATCH", path, query=query, body=body, content_type=_PATCH_CONTENT_TYPES[patch_type]
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str = "",
+        uid: str = "",
+        propagation: str = "",
+    ) -> bool:
+        """Delete; False when it was already gone. ``uid`` guards against deleting a successor."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        try:
+            await self.request(
+                "DELETE", resource.path(namespace=namespace, name=name), body=options
+            )
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
+    async def watch(
+        self,
+        resource: Resource,
+        *,
+        resource_version: str,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_s: int = 300,
+        inactivity_s: float = 330.0,
+    ) -> AsyncIterator[bytes]:
+        """The lines of one watch stream, with bookmarks, until the server ends it.
+
+        Raises TimeoutError when no line (not even a bookmark) arrives for ``inactivity_s``,
+        which catches a stream that died without closing.
+        """
+        query = _selectors(label_selector, field_selector)
+        query += [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        response = await self._open(
+            "GET",
+            resource.path(namespace=namespace),
+            query=query,
+            request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout),
+        )
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(inactivity_s):
+                        line = await response.content.readline()
+                except (aiohttp.ClientError, OSError) as exc:
+                    raise KubeApiError(
+                        code=0, reason="StreamBroken", message=f"watch {resource.plural}: {exc!r}"
+                    ) from exc
+                if not line:
+                    return
+                if line.strip():
+                    yield line
+        finally:
+            response.release()
+
+
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    query: list[tuple[str, str]] = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query

@@ -1,0 +1,243 @@
+"""Leader election on a coordination.k8s.io/v1 Lease.
+
+    elector = LeaderElector(client, namespace="cdo-system", name="domain-controller",
+                            identity=ctx.instance)
+    ctx.readiness.add("leader election", lambda: elector.started)
+    ctx.supervisor.start("leader", elector.run(lead))   # lead() runs only while leading
+
+Expiry is judged by this process's own clock, from when it last *saw the Lease change* (as
+client-go does), never by comparing the holder's timestamps with local time, so clock skew between
+nodes cannot make two leaders. The leader renews every ``retry_period_s``; if it cannot renew for
+``renew_deadline_s`` (or finds another holder) it raises LeadershipLostError, which makes the
+process exit: a controller that may have been replaced must not write again. On an orderly
+shutdown the leader releases the Lease so a standby takes over at once instead of waiting for it
+to expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from shared.errors import LeadershipLostError
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.meta import KubeObject
+from shared.kube.resources import LEASES
+from shared.settings import Settings
+
+log = logging.getLogger("cdo.kube.leader")
+
+
+class LeaderElectionSettings(Settings, frozen=True, kw_only=True):
+    """Timing of leader election (the defaults are Kubernetes' usual 15/10/2 seconds)."""
+
+    lease_duration_s: Annotated[
+        float, Meta(description="How long a standby waits after the last renewal it saw.", gt=0)
+    ] = 15.0
+    renew_deadline_s: Annotated[
+        float, Meta(description="How long the leader keeps trying to renew before quitting.", gt=0)
+    ] = 10.0
+    retry_period_s: Annotated[
+        float, Meta(description="Pause between acquire or renew attempts.", gt=0)
+    ] = 2.0
+
+
+class LeaseSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    holder_identity: str = ""
+    lease_duration_seconds: int = 0
+    acquire_time: str = ""
+    renew_time: str = ""
+    lease_transitions: int = 0
+
+
+class Lease(KubeObject, frozen=True, kw_only=True):
+    spec: LeaseSpec = msgspec.field(default_factory=LeaseSpec)
+
+
+def micro_time(moment: datetime) -> str:
+    """Kubernetes MicroTime: RFC 3339 with microseconds, UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Acquires, renews and releases one Lease for one identity."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        settings: LeaderElectionSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._name = name
+        self.identity = identity
+        self._settings = settings or LeaderElectionSettings()
+        self._clock = clock
+        self._observed_version = ""
+        self._observed_at = 0.0
+        self._renewed_at = 0.0
+        self.is_leader = False
+        self.started = False
+        """True once the first acquire attempt has completed (leader or standby)."""
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def _spec(self, *, previous: LeaseSpec | None, now: datetime) -> dict[str, Any]:
+        taking_over = previous is None or previous.holder_identity != self.identity
+        transitions = 0 if previous is None else previous.lease_transitions
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self._settings.lease_duration_s)),
+            "acquireTime": micro_time(now)
+            if taking_over or previous is None
+            else previous.acquire_time,
+            "renewTime": micro_time(now),
+            "leaseTransitions": transitions + 1 if previous and taking_over else transitions,
+        }
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; True when this identity holds the Lease afterwards."""
+        now_wall = datetime.now(UTC)
+        now = self._clock()
+        raw = await self._client.get_or_none(LEASES, self._name, namespace=self._namespace)
+        if raw is None:
+            body = {
+                "apiVersion": LEASES.api_version,
+                "kind": "Lease",
+                "metadata": {"name": self._name, "namespace": self._namespace},
+                "spec": self._spec(previous=None, now=now_wall),
+            }
+            try:
+                await self._client.create(LEASES, body, namespace=self._namespace)
+            except KubeApiError as exc:
+                if exc.already_exists:
+                    return False
+                raise
+            self._observe("created", now)
+            return True
+        lease = msgspec.json.decode(raw, type=Lease)
+        version = lease.metadata.resource_version
+        if version != self._observed_version:
+            self._observe(version, now)
+        holder = lease.spec.holder_identity
+        if holder and holder != self.identity:
+            duration = lease.spec.lease_duration_seconds or self._settings.lease_duration_s
+            if now - self._observed_at < duration:
+                return False  # someone else holds it and we saw them renew recently
+        body = {
+            "apiVersion": LEASES.api_version,
+            "kind": "Lease",
+            "metadata": {
+                "name": self._name,
+                "namespace": self._namespace,
+                "resourceVersion": version,
+            },
+            "spec": self._spec(previous=lease.spec, now=now_wall),
+        }
+        try:
+            updated = await self._client.replace(
+                LEASES, self._name, body, namespace=self._namespace
+            )
+        except KubeApiError as exc:
+            if exc.conflict:
+                return False  # someone else wrote first; look again next round
+            raise
+        self._observe(msgspec.json.decode(updated, type=Lease).metadata.resource_version, now)
+        return True
+
+    def _observe(self, version: str, now: float) -> None:
+        self._observed_version = version
+        self._observed_at = now
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _acquire(self) -> None:
+        while True:
+            try:
+                acquired = await self.try_acquire_or_renew()
+            except KubeApiError as exc:
+                log.warning("lease acquire failed", extra={"lease": self._name, "error": str(exc)})
+                acquired = False
+            self.started = True
+            if acquired:
+                self.is_leader = True
+                self._renewed_at = self._clock()
+                log.info("became leader", extra={"lease": self._name, "identity": self.identity})
+                return
+            await asyncio.sleep(self._settings.retry_period_s)
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.retry_period_s)
+            try:
+                if await self.try_acquire_or_renew():
+                    self._renewed_at = self._clock()
+                    continue
+                # Someone else holds the Lease now: leave at once.
+                self.is_leader = False
+                raise LeadershipLostError(f"lease {self._name} is held by another identity")
+            except KubeApiError as exc:
+                log.warning("lease renew failed", extra={"lease": self._name, "error": str(exc)})
+            if self._clock() - self._renewed_at > self._settings.renew_deadline_s:
+                self.is_leader = False
+                raise LeadershipLostError(
+                    f"could not renew lease {self._name} for {self._settings.renew_deadline_s}s"
+                )
+
+    async def release(self) -> None:
+        """Give the Lease up so a standby can take over now (only if we still hold it)."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        try:
+            raw = await self._client.get_or_none(LEASES, self._name, namespace=self._namespace)
+            if raw is None:
+                return
+            lease = msgspec.json.decode(raw, type=Lease)
+            if lease.spec.holder_identity != self.identity:
+                return
+            spec = msgspec.to_builtins(lease.spec)
+            spec.update(
+                holderIdentity="",
+                leaseDurationSeconds=1,
+                renewTime=micro_time(datetime.now(UTC)),
+            )
+            body = {
+                "apiVersion": LEASES.api_version,
+                "kind": "Lease",
+                "metadata": {
+                    "name": self._name,
+                    "namespace": self._namespace,
+                    "resourceVersion": lease.metadata.resource_version,
+                },
+                "spec": spec,
+            }
+            await self._client.replace(LEASES, self._name, body, namespace=self._namespace)
+            log.info("released leadership", extra={"lease": self._name})
+        except KubeApiError as exc:
+            log.warning("lease release failed", extra={"lease": self._name, "error": str(exc)})
+
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Wait to become leader, then run ``lead()`` while renewing; see the module docstring."""
+        await self._acquire()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._renew_forever(), name=f"renew lease {self._name}")
+                group.create_task(lead(), name=f"lead {self._name}")
+        except* LeadershipLostError as lost:
+            raise lost.exceptions[0] from None
+        finally:
+            await asyncio.shield(self.release())

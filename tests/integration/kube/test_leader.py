@@ -1,0 +1,108 @@
+"""Leader election on a Lease in the API emulator: one leader, hand-over, loss."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import msgspec
+import pytest
+
+from shared.errors import LeadershipLostError
+from shared.kube.client import KubeClient
+from shared.kube.leader import LeaderElectionSettings, LeaderElector, Lease
+from shared.kube.resources import LEASES
+from sim.kubeapi import KubeServer
+from tests.support.wait import wait_for
+
+FAST = LeaderElectionSettings(lease_duration_s=1.0, renew_deadline_s=0.6, retry_period_s=0.1)
+
+
+def elector(client: KubeClient, identity: str) -> LeaderElector:
+    return LeaderElector(
+        client, namespace="default", name="controller", identity=identity, settings=FAST
+    )
+
+
+def leading(log: list[str], identity: str) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def lead() -> None:
+        log.append(identity)
+        await asyncio.Event().wait()
+
+    return lead
+
+
+async def holder(client: KubeClient) -> str:
+    raw = await client.get(LEASES, "controller", namespace="default")
+    return msgspec.json.decode(raw, type=Lease).spec.holder_identity
+
+
+async def test_only_one_leads_and_a_released_lease_is_taken_over_at_once(
+    kube_client: KubeClient,
+) -> None:
+    led: list[str] = []
+    first, second = elector(kube_client, "a"), elector(kube_client, "b")
+    task_a = asyncio.create_task(first.run(leading(led, "a")))
+    await wait_for(lambda: led == ["a"], what="a leads")
+    task_b = asyncio.create_task(second.run(leading(led, "b")))
+    await wait_for(lambda: second.started, what="b tried")
+    await asyncio.sleep(0)  # b has looked at the lease at least once and is standing by
+    assert led == ["a"] and not second.is_leader
+    assert await holder(kube_client) == "a"
+
+    task_a.cancel()  # orderly stop: releases the lease
+    await asyncio.gather(task_a, return_exceptions=True)
+    await wait_for(lambda: led == ["a", "b"], timeout=3, what="b takes over")
+    assert await holder(kube_client) == "b"
+    raw = await kube_client.get(LEASES, "controller", namespace="default")
+    assert msgspec.json.decode(raw, type=Lease).spec.lease_transitions >= 1
+    task_b.cancel()
+    await asyncio.gather(task_b, return_exceptions=True)
+
+
+async def test_a_crashed_leader_is_replaced_after_the_lease_duration(
+    kube_client: KubeClient,
+) -> None:
+    led: list[str] = []
+    crashed = elector(kube_client, "crashed")
+    assert await crashed.try_acquire_or_renew()  # holds it, then never renews again
+    standby = elector(kube_client, "standby")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task = asyncio.create_task(standby.run(leading(led, "standby")))
+    await wait_for(lambda: led == ["standby"], timeout=5, what="standby leads")
+    assert loop.time() - started >= FAST.lease_duration_s * 0.9
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_leader_that_cannot_renew_gives_up(
+    kube_client: KubeClient, emulator: KubeServer
+) -> None:
+    led: list[str] = []
+    leader = elector(kube_client, "a")
+    task = asyncio.create_task(leader.run(leading(led, "a")))
+    await wait_for(lambda: led == ["a"], what="a leads")
+    emulator.faults.fail_next(100, code=503, resource="leases")
+    with pytest.raises(LeadershipLostError):
+        await asyncio.wait_for(task, timeout=5)
+    assert not leader.is_leader
+
+
+async def test_a_leader_whose_lease_was_taken_gives_up(kube_client: KubeClient) -> None:
+    led: list[str] = []
+    leader = elector(kube_client, "a")
+    task = asyncio.create_task(leader.run(leading(led, "a")))
+    await wait_for(lambda: led == ["a"], what="a leads")
+    raw = await kube_client.get(LEASES, "controller", namespace="default")
+    lease = msgspec.json.decode(raw, type=Lease)
+    await kube_client.patch(
+        LEASES,
+        "controller",
+        {"spec": {"holderIdentity": "usurper"}},
+        namespace="default",
+    )
+    assert lease.spec.holder_identity == "a"
+    with pytest.raises(LeadershipLostError):
+        await asyncio.wait_for(task, timeout=5)
