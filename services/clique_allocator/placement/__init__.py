@@ -1,0 +1,53 @@
+"""The clique allocator's placement engine: pure decisions, no I/O.
+
+Build a :class:`ClusterView` from the cliques (with their nodes) and the reservations already
+made, then ask :func:`place` for a :class:`GangRequest`; it returns a :class:`Placement` (the
+domain's new pods per slice, node by node, its IMEX channel, its updated reservations) or a
+:class:`NotPlaced` with a :class:`Reason` and a message. Advance the view with
+``view.with_domain(placement.domain, placement.reservations)``; shrink with :func:`release`.
+
+Modules, one concept each: ``model`` (inputs), ``decision`` (outputs), ``state`` (a clique's
+derived state), ``view`` (the whole cluster), ``layout`` (checking and slicing a request),
+``fill`` and ``span`` (pods onto nodes), ``score`` (choosing a clique), ``engine`` (the
+decision), ``release`` (shrinking), ``messages`` (the human-readable reasons).
+See docs/placement.md for the policy and its tie-breaks.
+"""
+
+from services.clique_allocator.placement.decision import (
+    Decision,
+    NotPlaced,
+    Placement,
+    Reason,
+    SlicePlacement,
+)
+from services.clique_allocator.placement.engine import place
+from services.clique_allocator.placement.model import (
+    MAX_CHANNELS,
+    Clique,
+    GangRequest,
+    Node,
+    NodeShare,
+    Reservation,
+)
+from services.clique_allocator.placement.release import release
+from services.clique_allocator.placement.state import CliqueState, NodeState
+from services.clique_allocator.placement.view import ClusterView
+
+__all__ = [
+    "MAX_CHANNELS",
+    "Clique",
+    "CliqueState",
+    "ClusterView",
+    "Decision",
+    "GangRequest",
+    "Node",
+    "NodeShare",
+    "NodeState",
+    "NotPlaced",
+    "Placement",
+    "Reason",
+    "Reservation",
+    "SlicePlacement",
+    "place",
+    "release",
+]
