@@ -34,6 +34,8 @@ class Taint(_Camel, frozen=True, kw_only=True):
     key: str
     effect: str
     value: str = ""
+    # Set on NoExecute taints: when the taint was added, from which tolerationSeconds count.
+    time_added: datetime | None = None
 
 
 class Toleration(_Camel, frozen=True, kw_only=True):
@@ -184,9 +186,10 @@ class ResourceClaimTemplate(KubeObject, frozen=True, kw_only=True):
 
 
 class DeviceAttribute(_Camel, frozen=True, kw_only=True):
+    # Wire names ``int`` and ``bool`` would shadow the builtins inside the class body.
     string: str | None = None
-    int: int | None = None
-    bool: bool | None = None
+    integer: int | None = msgspec.field(default=None, name="int")
+    boolean: bool | None = msgspec.field(default=None, name="bool")
     version: str | None = None
 
 
