@@ -1,0 +1,198 @@
+"""Runs the simulated workload controllers against one API server.
+
+    manager = ControllerManager(client)            # all four controllers
+    supervisor.start("controllers", manager.run())
+    supervisor.on_shutdown("drain controllers", manager.drain, phase="intake")
+
+or, where something else owns the task (a test, an embedding script)::
+
+    async with manager.running():                  # returns once every cache has synced
+        ...
+
+:meth:`ControllerManager.run` starts the informers the chosen controllers need, waits until each
+has listed, then starts every controller's workers, all in one task group: the first failure
+stops everything and propagates; cancelling ``run`` stops everything. ``drain`` lets reconciles
+in flight finish and makes ``run`` return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from shared.kube.client import KubeClient
+from shared.kube.informer import InformerSettings
+from shared.kube.ratelimit import RateLimitSettings
+from shared.kube.recorder import EventRecorder
+from shared.metrics import Metrics
+from shared.runtime.supervisor import Supervisor
+from shared.settings import Settings
+from sim.controllers.deployment import DeploymentController
+from sim.controllers.informers import SharedInformers
+from sim.controllers.job import JobController
+from sim.controllers.loop import Loop
+from sim.controllers.replicaset import ReplicaSetController
+from sim.controllers.resourceclaim import ResourceClaimController
+
+ControllerName = Literal["deployment", "replicaset", "job", "resourceclaim"]
+ALL_CONTROLLERS: tuple[ControllerName, ...] = ("deployment", "replicaset", "job", "resourceclaim")
+
+
+class ControllerSettings(Settings, frozen=True, kw_only=True):
+    """Which simulated controllers run and how."""
+
+    controllers: Annotated[
+        tuple[ControllerName, ...],
+        Meta(description="Controllers to run: deployment, replicaset, job, resourceclaim."),
+    ] = ALL_CONTROLLERS
+    workers: Annotated[
+        int, Meta(description="Concurrent reconciles per controller loop.", ge=1)
+    ] = 4
+    burst_replicas: Annotated[
+        int, Meta(description="Most pods one ReplicaSet reconcile creates or deletes.", ge=1)
+    ] = 500
+    expectations_ttl_s: Annotated[
+        float,
+        Meta(description="Longest a controller waits to see its own writes in its cache.", gt=0),
+    ] = 60.0
+    record_events: Annotated[
+        bool, Meta(description="Record Kubernetes Events as the real controllers do.")
+    ] = True
+    informer: InformerSettings = InformerSettings()
+    rate_limit: RateLimitSettings = RateLimitSettings()
+
+
+class ControllerManager:
+    """The chosen controllers over one API server, sharing one set of informers."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        settings: ControllerSettings | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings or ControllerSettings()
+        self.metrics = metrics or Metrics()
+        self.informers = SharedInformers(
+            client, settings=self.settings.informer, metrics=self.metrics
+        )
+        self._synced = asyncio.Event()
+        self._loops: list[Loop] = []
+        chosen = set(self.settings.controllers)
+        settings = self.settings
+        if "deployment" in chosen:
+            deployments = DeploymentController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                recorder=self._recorder(client, "deployment-controller"),
+                workers=settings.workers,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.append(deployments.loop)
+        if "replicaset" in chosen:
+            replica_sets = ReplicaSetController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                recorder=self._recorder(client, "replicaset-controller"),
+                workers=settings.workers,
+                burst=settings.burst_replicas,
+                expectations_ttl_s=settings.expectations_ttl_s,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.append(replica_sets.loop)
+        if "job" in chosen:
+            jobs = JobController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                recorder=self._recorder(client, "job-controller"),
+                workers=settings.workers,
+                expectations_ttl_s=settings.expectations_ttl_s,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.append(jobs.loop)
+        if "resourceclaim" in chosen:
+            claims = ResourceClaimController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                workers=settings.workers,
+                expectations_ttl_s=settings.expectations_ttl_s,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.extend(claims.loops)
+
+    def _recorder(self, client: KubeClient, component: str) -> EventRecorder | None:
+        if not self.settings.record_events:
+            return None
+        return EventRecorder(
+            client, component=component, instance=socket.gethostname(), metrics=self.metrics
+        )
+
+    @property
+    def synced(self) -> bool:
+        """True once every informer has listed and the controllers have started."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    @property
+    def idle(self) -> bool:
+        """No key waiting, held back for a retry or a timed look, or being reconciled."""
+        return all(
+            not loop.queue and not loop.queue.in_flight and not loop.queue.held
+            for loop in self._loops
+        )
+
+    async def run(self) -> None:
+        """Run informers and controllers until cancelled or drained; see the module docstring."""
+        async with asyncio.TaskGroup() as group:
+            watchers = [
+                group.create_task(informer.run(), name=f"informer {informer.resource.plural}")
+                for informer in self.informers.created()
+            ]
+            for informer in self.informers.created():
+                await informer.wait_synced()
+            loops = [group.create_task(loop.run(), name=loop.name) for loop in self._loops]
+            self._synced.set()
+            # Drained loops return; the informers then have no one left to feed.
+            await asyncio.gather(*loops)
+            for watcher in watchers:
+                watcher.cancel()
+
+    async def drain(self) -> None:
+        """Stop taking keys and let reconciles in flight finish; ``run`` then returns."""
+        await asyncio.gather(*(loop.drain() for loop in self._loops))
+
+    def start(self, supervisor: Supervisor, *, name: str = "sim controllers") -> None:
+        """Run under ``supervisor``: a root task, drained when shutdown begins."""
+        supervisor.start(name, self.run())
+        supervisor.on_shutdown(f"drain {name}", self.drain, phase="intake")
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[ControllerManager]:
+        """Run in a task of its own for the ``async with`` body, after the caches synced."""
+        task = asyncio.create_task(self.run(), name="sim controllers")
+        synced = asyncio.create_task(self.wait_synced())
+        try:
+            await asyncio.wait({task, synced}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                task.result()  # raises why it stopped
+                raise RuntimeError("the controllers stopped before their caches synced")
+            yield self
+        finally:
+            synced.cancel()
+            task.cancel()
+            results = await asyncio.gather(task, synced, return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
