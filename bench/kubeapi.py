@@ -1,0 +1,434 @@
+"""Benchmark of the Kubernetes API emulator: LIST latency, watch fan-out, memory.
+
+Runs the emulator standalone (``python -m sim.kubeapi``) in its own process, stores
+2,000 nodes and 20,000 pods through the API, then measures LIST latencies (whole,
+paginated, by node, by label) and the fan-out of 1,000 writes/s to 10 watchers
+(delivery rate and lag). Prints a table and ends with one ``RESULT`` line.
+
+Targets: LIST of 20,000 pods under 1 s; 10 watchers keep up with 1,000 writes/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import msgspec
+import yaml
+
+PODS = "/api/v1/namespaces/{ns}/pods"
+NAMESPACES = 10
+
+
+class _Meta(msgspec.Struct):
+    resourceVersion: str = ""  # noqa: N815 - API field name
+    name: str = ""
+
+
+class _Object(msgspec.Struct):
+    metadata: _Meta
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: _Object
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""  # noqa: N815 - API field name
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _PodList(msgspec.Struct):
+    items: list[_Object]
+    metadata: _ListMeta
+
+
+def node(i: int) -> dict[str, object]:
+    rack = i // 18
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": f"node-{i:04d}",
+            "labels": {
+                "kubernetes.io/hostname": f"node-{i:04d}",
+                "nvidia.com/gpu.clique": f"0f3e9a5c-1b2d-4c6e-8f00-{rack:012d}.1",
+                "topology.kubernetes.io/rack": f"rack-{rack}",
+            },
+        },
+        "status": {
+            "capacity": {"cpu": "144", "memory": "1Ti", "nvidia.com/gpu": "4"},
+            "allocatable": {"cpu": "140", "memory": "990Gi", "nvidia.com/gpu": "4"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.37.0"},
+        },
+    }
+
+
+def pod(i: int, nodes: int) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"worker-{i:05d}",
+            "labels": {
+                "app": f"job-{i % 200}",
+                "cdo.nvidia.com/domain": f"domain-{i % 50}",
+                "index": str(i % 4),
+            },
+            "annotations": {"cdo.nvidia.com/placement": f"clique-{i % 111}"},
+        },
+        "spec": {
+            "nodeName": f"node-{i % nodes:04d}",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    "command": ["torchrun", "--nnodes=16", "train.py"],
+                    "env": [
+                        {"name": "NCCL_DEBUG", "value": "WARN"},
+                        {"name": "RANK", "value": str(i % 64)},
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+                        "limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+        },
+    }
+
+
+@dataclass
+class Watcher:
+    received: int = 0
+    lags: list[float] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def start_server(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
+    kubeconfig = tmp / "kubeconfig"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sim.kubeapi",
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--watch-window",
+        "50000",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    await asyncio.wait_for(proc.stdout.readline(), 60)
+    url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    return proc, url
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def post_all(
+    session: aiohttp.ClientSession,
+    url: str,
+    bodies: list[tuple[str, dict[str, object]]],
+    concurrency: int,
+) -> float:
+    queue: asyncio.Queue[tuple[str, dict[str, object]]] = asyncio.Queue()
+    for item in bodies:
+        queue.put_nowait(item)
+
+    async def worker() -> None:
+        while not queue.empty():
+            path, body = queue.get_nowait()
+            async with session.post(
+                url + path,
+                data=msgspec.json.encode(body),
+                headers={"Content-Type": "application/json"},
+            ) as resp:
+                if resp.status != 201:
+                    raise RuntimeError(f"create failed {resp.status}: {await resp.text()}")
+                await resp.read()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started
+
+
+async def timed_get(
+    session: aiohttp.ClientSession, url: str, params: dict[str, str] | None = None
+) -> tuple[float, bytes]:
+    started = time.perf_counter()
+    async with session.get(url, params=params) as resp:
+        body = await resp.read()
+        assert resp.status == 200, body[:200]
+    return time.perf_counter() - started, body
+
+
+async def paged_walk(session: aiohttp.ClientSession, url: str, limit: int) -> tuple[float, int]:
+    started = time.perf_counter()
+    token, items = "", 0
+    while True:
+        params = {"limit": str(limit)}
+        if token:
+            params["continue"] = token
+        async with session.get(url, params=params) as resp:
+            page = msgspec.json.decode(await resp.read(), type=_PodList)
+        items += len(page.items)
+        token = page.metadata.continue_
+        if not token:
+            return time.perf_counter() - started, items
+
+
+async def watch(
+    session: aiohttp.ClientSession,
+    url: str,
+    rv: str,
+    expected: int,
+    sent: dict[str, float],
+    state: Watcher,
+) -> None:
+    decoder = msgspec.json.Decoder(_Event)
+    params = {"watch": "true", "resourceVersion": rv}
+    pending = b""
+    async with session.get(
+        url, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=60)
+    ) as resp:
+        # Read whole chunks and split lines here: per-line reads would make the load
+        # generator, not the server, the bottleneck.
+        async for chunk in resp.content.iter_any():
+            now = time.perf_counter()
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                event = decoder.decode(line)
+                state.received += 1
+                at = sent.get(event.object.metadata.resourceVersion)
+                if at is not None:
+                    state.lags.append(now - at)
+            if state.received >= expected:
+                state.done.set()
+                return
+
+
+async def fan_out(
+    session: aiohttp.ClientSession, url: str, pods: int, watchers: int, rate: float, duration: float
+) -> dict[str, float]:
+    async with session.get(url + "/api/v1/pods", params={"limit": "1"}) as resp:
+        rv = (await resp.json())["metadata"]["resourceVersion"]
+    writes = int(rate * duration)
+    sent: dict[str, float] = {}
+    states = [Watcher() for _ in range(watchers)]
+    tasks = [
+        asyncio.create_task(watch(session, url + "/api/v1/pods", rv, writes, sent, s))
+        for s in states
+    ]
+    await asyncio.sleep(0.5)  # let every watch connect
+    concurrency = 16
+    interval = 1.0 / rate
+    started = time.perf_counter()
+    counter = iter(range(writes))
+    host, port = url.removeprefix("http://").split(":")
+    decoder = msgspec.json.Decoder(_Object)
+
+    async def writer() -> None:
+        # A bare HTTP/1.1 keep-alive client: the load generator must cost far less CPU than
+        # the server it measures (two cores here), which aiohttp's client does not.
+        reader, stream = await asyncio.open_connection(host, int(port))
+        try:
+            for i in counter:
+                due = started + i * interval
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                name = f"worker-{i % pods:05d}"
+                ns = f"team-{(i % pods) % NAMESPACES}"
+                body = msgspec.json.encode({"metadata": {"annotations": {"bench/seq": str(i)}}})
+                stream.write(
+                    f"PATCH {PODS.format(ns=ns)}/{name} HTTP/1.1\r\nHost: {host}\r\n"
+                    f"Content-Type: application/merge-patch+json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                status = await reader.readline()
+                length = 0
+                while (line := await reader.readline()) != b"\r\n":
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                payload = await reader.readexactly(length)
+                if not status.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(f"patch failed: {status!r} {payload[:200]!r}")
+                sent[decoder.decode(payload).metadata.resourceVersion] = time.perf_counter()
+        finally:
+            stream.close()
+
+    await asyncio.gather(*(writer() for _ in range(concurrency)))
+    write_time = time.perf_counter() - started
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.done.wait() for s in states)), 60)
+        complete = 1.0
+    except TimeoutError:
+        complete = 0.0
+    total_time = time.perf_counter() - started
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    lags = sorted(lag for s in states for lag in s.lags)
+    received = sum(s.received for s in states)
+    return {
+        "writes": writes,
+        "write_rate": writes / write_time,
+        "events_per_s": received / total_time,
+        "lag_p50_ms": 1000 * lags[len(lags) // 2] if lags else 0.0,
+        "lag_p99_ms": 1000 * lags[int(len(lags) * 0.99) - 1] if lags else 0.0,
+        "lag_max_ms": 1000 * lags[-1] if lags else 0.0,
+        "complete": complete,
+        "received": received,
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="kubeapi-bench-") as tmp:
+        proc, url = await start_server(Path(tmp))
+        try:
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                rows: list[tuple[str, str]] = []
+                await post_all(
+                    session,
+                    url,
+                    [
+                        ("/api/v1/namespaces", {"metadata": {"name": f"team-{n}"}})
+                        for n in range(NAMESPACES)
+                    ],
+                    4,
+                )
+                t_nodes = await post_all(
+                    session, url, [("/api/v1/nodes", node(i)) for i in range(args.nodes)], 32
+                )
+                pod_bodies = [
+                    (PODS.format(ns=f"team-{i % NAMESPACES}"), pod(i, args.nodes))
+                    for i in range(args.pods)
+                ]
+                t_pods = await post_all(session, url, pod_bodies, 32)
+                rows.append(
+                    (
+                        "create nodes",
+                        f"{args.nodes} in {t_nodes:.1f} s ({args.nodes / t_nodes:.0f}/s)",
+                    )
+                )
+                rows.append(
+                    ("create pods", f"{args.pods} in {t_pods:.1f} s ({args.pods / t_pods:.0f}/s)")
+                )
+                rss_loaded = rss_mb(proc.pid)
+
+                lists: list[float] = []
+                size = 0
+                for _ in range(args.repeat):
+                    elapsed, body = await timed_get(session, url + "/api/v1/pods")
+                    lists.append(elapsed)
+                    size = len(body)
+                decode_started = time.perf_counter()
+                decoded = msgspec.json.decode(body, type=_PodList)
+                decode_s = time.perf_counter() - decode_started
+                assert len(decoded.items) == args.pods
+                list_ms = 1000 * statistics.median(lists)
+                rows.append(
+                    (
+                        f"LIST {args.pods} pods (median of {args.repeat})",
+                        f"{list_ms:.0f} ms, {size / 1e6:.1f} MB",
+                    )
+                )
+                rows.append(("  client msgspec decode", f"{1000 * decode_s:.0f} ms"))
+                paged_s, paged_items = await paged_walk(session, url + "/api/v1/pods", 500)
+                assert paged_items == args.pods
+                rows.append(("LIST pods, limit=500 pages", f"{1000 * paged_s:.0f} ms total"))
+                by_node, _ = await timed_get(
+                    session, url + "/api/v1/pods", {"fieldSelector": "spec.nodeName=node-0007"}
+                )
+                rows.append(("LIST pods by spec.nodeName", f"{1000 * by_node:.1f} ms"))
+                by_label, _ = await timed_get(
+                    session, url + "/api/v1/pods", {"labelSelector": "app=job-7,index in (1,2)"}
+                )
+                rows.append(("LIST pods by label", f"{1000 * by_label:.1f} ms"))
+                nodes_s, _ = await timed_get(session, url + "/api/v1/nodes")
+                rows.append((f"LIST {args.nodes} nodes", f"{1000 * nodes_s:.0f} ms"))
+
+                fan = await fan_out(
+                    session, url, args.pods, args.watchers, args.rate, args.duration
+                )
+                rows.append(
+                    (
+                        f"writes (target {args.rate:.0f}/s)",
+                        f"{fan['writes']:.0f} at {fan['write_rate']:.0f}/s",
+                    )
+                )
+                rows.append(
+                    (
+                        f"events to {args.watchers} watchers",
+                        f"{fan['received']:.0f} at {fan['events_per_s']:.0f}/s",
+                    )
+                )
+                rows.append(
+                    (
+                        "delivery lag p50 / p99 / max",
+                        f"{fan['lag_p50_ms']:.0f} / {fan['lag_p99_ms']:.0f} / "
+                        f"{fan['lag_max_ms']:.0f} ms",
+                    )
+                )
+                rows.append(("all watchers got every event", "yes" if fan["complete"] else "NO"))
+                rss_end = rss_mb(proc.pid)
+                rows.append(("emulator RSS loaded / end", f"{rss_loaded:.0f} / {rss_end:.0f} MB"))
+        finally:
+            proc.terminate()
+            await proc.wait()
+
+    width = max(len(name) for name, _ in rows)
+    print(f"{'measure'.ljust(width)}  value")
+    print(f"{'-' * width}  {'-' * 30}")
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    print(
+        "RESULT "
+        f"list_{args.pods // 1000}k_pods_ms={list_ms:.0f} "
+        f"list_pods_paged_ms={1000 * paged_s:.0f} "
+        f"list_pods_by_node_ms={1000 * by_node:.1f} "
+        f"create_pods_per_s={args.pods / t_pods:.0f} "
+        f"watchers={args.watchers} "
+        f"writes_per_s={fan['write_rate']:.0f} "
+        f"watch_events_per_s={fan['events_per_s']:.0f} "
+        f"watch_lag_p99_ms={fan['lag_p99_ms']:.0f} "
+        f"watchers_kept_up={int(fan['complete'])} "
+        f"rss_mb={rss_end:.0f}"
+    )
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--pods", type=int, default=20000)
+    parser.add_argument("--watchers", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=1000.0, help="writes per second")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds of writes")
+    parser.add_argument("--repeat", type=int, default=5, help="LIST repetitions")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))

@@ -1,0 +1,66 @@
+"""``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig``: serve until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.serve import serve
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sim.kubeapi", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
+    parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
+    parser.add_argument(
+        "--watch-window",
+        type=int,
+        default=ServerConfig().watch_window,
+        help="events kept per resource for watch resumption",
+    )
+    parser.add_argument(
+        "--bookmark-interval",
+        type=float,
+        default=ServerConfig().bookmark_interval_s,
+        help="seconds between BOOKMARK events",
+    )
+    parser.add_argument(
+        "--pod-graceful-deletion",
+        action="store_true",
+        help="pods bound to nodes wait for a kubelet to finish their deletion",
+    )
+    parser.add_argument("--verbose", action="store_true", help="log at INFO level")
+    return parser
+
+
+async def _main(args: argparse.Namespace) -> None:
+    config = ServerConfig(
+        watch_window=args.watch_window,
+        bookmark_interval_s=args.bookmark_interval,
+        pod_graceful_deletion=args.pod_graceful_deletion,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with serve(
+        config=config, host=args.host, port=args.port, kubeconfig=args.kubeconfig
+    ) as server:
+        print(f"serving {server.url} (kubeconfig {server.kubeconfig})", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    asyncio.run(_main(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Settings of one emulated API server, grouped in one documented struct."""
+
+from __future__ import annotations
+
+import msgspec
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How the emulator behaves where a real cluster has knobs or timing.
+
+    watch_window:
+        events kept per resource for resuming watches; a watch (or an exact list) from a
+        resourceVersion whose successors were dropped gets ``410 Expired``.
+    bookmark_interval_s:
+        how often a watch with ``allowWatchBookmarks=true`` receives a BOOKMARK (the real
+        server sends one about every minute).
+    default_watch_timeout_s:
+        server-side end of a watch without ``timeoutSeconds`` (the real one picks 30-60 min).
+    too_large_rv_wait_s:
+        how long a list or watch asking for a resourceVersion newer than the store waits
+        before ``504 Timeout`` (the real server waits 3 s).
+    watch_coalesce_s:
+        after a watcher wakes for new events it waits this long before writing, so that a
+        burst of writes goes out in one chunk (fewer system calls under load).
+    pod_graceful_deletion:
+        when true, deleting a pod that is bound to a node only marks it (deletionTimestamp
+        plus grace period) and a kubelet must finish with ``gracePeriodSeconds=0``, as on a
+        real cluster; when false such pods go at once.
+    create_default_service_accounts:
+        create the ``default`` ServiceAccount in every new namespace, like the real
+        service-account controller.
+    webhook_service_hosts:
+        ``"<namespace>/<service>" -> "host:port"`` used to reach webhooks configured with a
+        ``service`` reference (there is no cluster DNS here); TLS is still checked against
+        ``<service>.<namespace>.svc``.
+    namespaces:
+        namespaces present at start.
+    version_major / version_minor:
+        what ``/version`` reports.
+    """
+
+    watch_window: int = 10_000
+    bookmark_interval_s: float = 60.0
+    default_watch_timeout_s: float = 1800.0
+    too_large_rv_wait_s: float = 3.0
+    watch_coalesce_s: float = 0.005
+    pod_graceful_deletion: bool = False
+    create_default_service_accounts: bool = True
+    webhook_service_hosts: dict[str, str] = msgspec.field(default_factory=dict)
+    namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
+    version_major: str = "1"
+    version_minor: str = "37"
