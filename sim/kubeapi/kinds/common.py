@@ -45,12 +45,29 @@ def image_pull_policy(image: str) -> str:
     return "IfNotPresent"
 
 
+def quantity_text(value: Any) -> Any:
+    """A resource quantity as the API server writes it back: always a string (``4`` -> ``"4"``,
+    ``0.5`` -> ``"500m"``); other values are left for validation to judge."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{round(value * 1000)}m"
+    return value
+
+
 def default_container(container: Obj) -> None:
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
     if "image" in container and isinstance(container["image"], str):
         container.setdefault("imagePullPolicy", image_pull_policy(container["image"]))
-    container.setdefault("resources", {})
+    resources = container.setdefault("resources", {})
+    if isinstance(resources, dict):
+        for kind in ("requests", "limits"):
+            amounts = resources.get(kind)
+            if isinstance(amounts, dict):
+                resources[kind] = {name: quantity_text(v) for name, v in amounts.items()}
     for port in container.get("ports") or ():
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")

@@ -529,3 +529,30 @@ async def test_device_class_and_claim_template(http: Http) -> None:
         MERGE,
     )
     assert status == 422 and "field is immutable" in body["message"]
+
+
+async def test_resource_quantities_are_written_back_as_strings(http: Http) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "q"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x:1",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": 4, "cpu": 0.5},
+                        "requests": {"memory": "1Gi", "cpu": 2},
+                    },
+                }
+            ]
+        },
+    }
+    status, body, _ = await http.post("/api/v1/namespaces/default/pods", pod)
+    assert status == 201, body
+    resources = body["spec"]["containers"][0]["resources"]
+    assert resources == {
+        "limits": {"nvidia.com/gpu": "4", "cpu": "500m"},
+        "requests": {"memory": "1Gi", "cpu": "2"},
+    }

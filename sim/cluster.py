@@ -1,0 +1,188 @@
+"""The simulated cluster in one process: API emulator, kubelets, scheduler, controllers.
+
+    async with SimulatedCluster.running(ClusterOptions(state_dir=tmp)) as cluster:
+        cluster.kubeconfig            # for kubectl and every service
+        cluster.topology.nodes        # racks, trays, cliques, addresses, GPUs
+        cluster.power_off("rack-0-tray03"); cluster.power_on("rack-0-tray03")
+
+What runs: the Kubernetes API emulator over HTTP, one simulated kubelet per topology node
+(registration, heartbeat Lease, pods, DRA calls to whatever plugins register on the node), the
+scheduler (affinity, taints, resources, DRA allocation), the workload controllers (Deployment,
+ReplicaSet, Job, resource claims) and the node lifecycle controller. cdo's own services run beside
+it and reach it through ``kubeconfig``. Until the health monitor runs, ``label_cliques`` puts the
+clique labels on the nodes directly (the monitor owns them once it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from shared.kube.client import KubeClient
+from shared.kube.models import Node
+from shared.kube.resources import NODES
+from shared.metrics import Metrics
+from sim.controllers import ControllerManager, ControllerSettings
+from sim.kubeapi import KubeServer, ServerConfig, serve
+from sim.kubelet import (
+    KubeletFleet,
+    KubeletSettings,
+    LifecycleSettings,
+    NodeLifecycleController,
+    connect_for_kubelets,
+)
+from sim.scheduler import Scheduler, SchedulerSettings
+from sim.topology import DEFAULT_TOPOLOGY, Cluster, load_topology
+from sim.topology import Node as TopologyNode
+
+log = logging.getLogger("cdo.sim")
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+NVLINK_DOMAIN_LABEL = "cdo.dev/nvlink-domain"
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """What to simulate and how; the defaults are the 2-rack GB200 cluster of the demo."""
+
+    state_dir: Path
+    topology: Path = DEFAULT_TOPOLOGY
+    api_host: str = "127.0.0.1"
+    api_port: int = 0
+    label_cliques: bool = False
+    api: ServerConfig = field(default_factory=lambda: ServerConfig(pod_graceful_deletion=True))
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    controllers: ControllerSettings = field(default_factory=ControllerSettings)
+
+
+def clique_labels(node: TopologyNode) -> Mapping[str, str]:
+    return {CLIQUE_LABEL: node.clique, NVLINK_DOMAIN_LABEL: node.cluster_uuid}
+
+
+class SimulatedCluster:
+    """A running simulated cluster; create it with :meth:`running`."""
+
+    def __init__(
+        self,
+        *,
+        topology: Cluster,
+        api: KubeServer,
+        client: KubeClient,
+        fleet: KubeletFleet,
+        scheduler: Scheduler,
+        controllers: ControllerManager,
+        lifecycle: NodeLifecycleController,
+        metrics: Metrics,
+    ) -> None:
+        self.topology = topology
+        self.api = api
+        self.client = client
+        self.fleet = fleet
+        self.scheduler = scheduler
+        self.controllers = controllers
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.api.kubeconfig
+
+    @property
+    def url(self) -> str:
+        return self.api.url
+
+    def power_off(self, node: str) -> None:
+        """Cut a node's power: its kubelet stops, its heartbeat goes stale."""
+        self.fleet[node].power_off()
+
+    def power_on(self, node: str) -> None:
+        self.fleet[node].power_on()
+
+    def powered(self, node: str) -> bool:
+        return self.fleet[node].powered
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, options: ClusterOptions) -> AsyncIterator[SimulatedCluster]:
+        """Start everything, wait until it is ready, and stop it all on exit.
+
+        A component that fails stops the cluster: the exception surfaces from the ``async
+        with`` block's exit (or as soon as the block awaits something, via cancellation).
+        """
+        topology = load_topology(options.topology)
+        options.state_dir.mkdir(parents=True, exist_ok=True)
+        metrics = Metrics()
+        async with serve(
+            config=options.api,
+            host=options.api_host,
+            port=options.api_port,
+            kubeconfig=options.state_dir / "kubeconfig",
+        ) as api:
+            client = await connect_for_kubelets(api.kubeconfig, kubelets=len(topology.nodes))
+            try:
+                cluster = cls(
+                    topology=topology,
+                    api=api,
+                    client=client,
+                    fleet=KubeletFleet(
+                        topology,
+                        client=client,
+                        root=options.state_dir / "nodes",
+                        settings=options.kubelet,
+                        labels=clique_labels if options.label_cliques else None,
+                        metrics=metrics,
+                    ),
+                    scheduler=Scheduler(client, settings=options.scheduler, metrics=metrics),
+                    controllers=ControllerManager(
+                        client, settings=options.controllers, metrics=metrics
+                    ),
+                    lifecycle=NodeLifecycleController(
+                        client=client, settings=options.lifecycle, metrics=metrics
+                    ),
+                    metrics=metrics,
+                )
+                async with asyncio.TaskGroup() as group:
+                    parts = {
+                        "kubelets": cluster.fleet.run(),
+                        "scheduler": cluster.scheduler.run(),
+                        "controllers": cluster.controllers.run(),
+                        "node lifecycle": cluster.lifecycle.run(),
+                    }
+                    tasks = [group.create_task(coro, name=name) for name, coro in parts.items()]
+                    try:
+                        await cluster.wait_ready()
+                        yield cluster
+                    finally:
+                        for task in tasks:
+                            task.cancel()
+            finally:
+                await client.close()
+
+    async def ready_nodes(self) -> set[str]:
+        """Names of the nodes whose Ready condition is True now."""
+        nodes = msgspec.json.decode(await self.client.list(NODES), type=_NodeList).items
+        return {
+            node.metadata.name
+            for node in nodes
+            if (ready := node.condition("Ready")) is not None and ready.status == "True"
+        }
+
+    async def wait_ready(self) -> None:
+        """Until the scheduler and controllers have synced and every powered node is Ready."""
+        await self.scheduler.wait_ready()
+        await self.controllers.wait_synced()
+        wanted = {kubelet.name for kubelet in self.fleet if kubelet.powered}
+        while not wanted <= await self.ready_nodes():  # noqa: ASYNC110 - polling the API
+            await asyncio.sleep(0.1)
+
+
+class _NodeList(msgspec.Struct):
+    items: list[Node]
