@@ -130,6 +130,10 @@ class Event:
         return self._prev_as_deleted
 
 
+WATCH_INDEXED_FIELDS = ("spec.nodeName", "metadata.name")
+"""Selectable fields whose pinned values watchers can wait on alone (see Bucket.changed)."""
+
+
 class Bucket:
     """All objects of one stored resource (shared by every served version of it)."""
 
@@ -143,6 +147,7 @@ class Bucket:
         self.floor = 0
         self.drop_epoch = 0
         self._changed = asyncio.Event()
+        self._keyed: dict[tuple[str, str], asyncio.Event] = {}
         self.count = 0
 
     # -- reads ----------------------------------------------------------------------------------
@@ -251,14 +256,40 @@ class Bucket:
 
     # -- change notification --------------------------------------------------------------------
 
-    def changed(self) -> asyncio.Event:
-        """An asyncio.Event set at the next change (or watch drop) of this bucket."""
-        return self._changed
+    def changed(self, key: tuple[str, str] | None = None) -> asyncio.Event:
+        """An asyncio.Event set at the next change (or watch drop) of this bucket.
 
-    def notify(self) -> None:
+        With ``key`` (a selectable field and the value a watcher pins it to, see
+        ``WATCH_INDEXED_FIELDS``) the event fires only for changes whose old or new state has
+        that value. Many watchers pinned to different values (every kubelet's
+        ``spec.nodeName=<node>`` pod watch) then cost one wake-up per write instead of one per
+        watcher, as the real server's watch cache indexes them.
+        """
+        if key is None:
+            return self._changed
+        event = self._keyed.get(key)
+        if event is None:
+            event = self._keyed[key] = asyncio.Event()
+        return event
+
+    def notify(self, change: Event | None = None) -> None:
         fired = self._changed
         self._changed = asyncio.Event()
         fired.set()
+        if not self._keyed:
+            return
+        if change is None:  # a watch drop: wake every keyed watcher too
+            keyed, self._keyed = self._keyed, {}
+            for event in keyed.values():
+                event.set()
+            return
+        for entry in (change.entry, change.prev):
+            if entry is None:
+                continue
+            for field in WATCH_INDEXED_FIELDS:
+                waiting = self._keyed.pop((field, entry.fields.get(field, "")), None)
+                if waiting is not None:
+                    waiting.set()
 
     def drop_watches(self) -> None:
         self.drop_epoch += 1
@@ -277,9 +308,10 @@ class Bucket:
                 self._sorted_ns = None
             self.count += 1
         names[entry.name] = entry
-        self.events.append(Event("MODIFIED" if prev else "ADDED", entry, prev))
+        change = Event("MODIFIED" if prev else "ADDED", entry, prev)
+        self.events.append(change)
         self._trim()
-        self.notify()
+        self.notify(change)
 
     def _remove(self, final: Entry, prev: Entry) -> None:
         names = self.namespaces[prev.namespace]
@@ -288,9 +320,10 @@ class Bucket:
         self._sorted.pop(prev.namespace, None)
         if not names:
             self._sorted_ns = None
-        self.events.append(Event("DELETED", final, prev))
+        change = Event("DELETED", final, prev)
+        self.events.append(change)
         self._trim()
-        self.notify()
+        self.notify(change)
 
 
 FieldsFn = Callable[[dict[str, Any]], dict[str, str]]

@@ -27,7 +27,7 @@ from sim.kubeapi import codec, errors, tables
 from sim.kubeapi.listing import Representation, matcher, wait_for_rv
 from sim.kubeapi.options import ListOptions, parse_rv
 from sim.kubeapi.resources import ResourceType
-from sim.kubeapi.store import Entry, Event, Store
+from sim.kubeapi.store import WATCH_INDEXED_FIELDS, Entry, Event, Store
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -56,6 +56,15 @@ class WatchStream:
             self.accept = lambda e: e.namespace == namespace and base(e)
         self.shared_lines = rep.kind == "object" and rt.is_storage
         self._headers_sent = False
+        # A watcher pinned to one value of an indexed field waits only for changes to it.
+        self.wake_key: tuple[str, str] | None = next(
+            (
+                (field, value)
+                for field in WATCH_INDEXED_FIELDS
+                if (value := opts.fields.exact(field)) is not None
+            ),
+            None,
+        )
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -205,7 +214,7 @@ async def _follow(
     bucket = store.bucket(bucket_name)
     next_bookmark = time.monotonic() + interval
     while True:
-        changed = bucket.changed()
+        changed = bucket.changed(stream.wake_key)
         if bucket.drop_epoch != epoch:
             return
         try:
