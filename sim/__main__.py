@@ -1,0 +1,115 @@
+"""``python -m sim``: run the simulated cluster, power nodes off and on.
+
+    python -m sim up [--topology FILE] [--state-dir DIR] [--api-port P] [--label-cliques]
+    python -m sim status [--state-dir DIR]
+    python -m sim power off|on NODE [--state-dir DIR]
+
+``up`` runs until Ctrl-C (or SIGTERM) and prints the kubeconfig to point kubectl and cdo's
+services at. The other commands find it through ``<state dir>/cluster.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import msgspec
+from aiohttp import web
+
+from sim.cluster import ClusterOptions, SimulatedCluster
+from sim.control import STATE_FILE, ClusterInfo, call, control_app, read_info
+from sim.topology import DEFAULT_TOPOLOGY, TopologyError
+
+DEFAULT_STATE_DIR = Path(".cdo") / "sim"
+
+
+async def up(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir.resolve()
+    options = ClusterOptions(
+        state_dir=state_dir,
+        topology=args.topology,
+        api_port=args.api_port,
+        label_cliques=args.label_cliques,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with SimulatedCluster.running(options) as cluster:
+        runner = web.AppRunner(control_app(cluster), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        info = ClusterInfo(
+            kubeconfig=str(cluster.kubeconfig),
+            api_url=cluster.url,
+            control_url=f"http://127.0.0.1:{port}",
+            pid=os.getpid(),
+        )
+        (state_dir / STATE_FILE).write_bytes(msgspec.json.encode(info))
+        cliques = sorted({node.clique for node in cluster.topology.nodes})
+        print(
+            f"simulated cluster up: {len(cluster.topology.nodes)} nodes in {len(cliques)} cliques"
+        )
+        print(f"  API server   {cluster.url}")
+        print(f"  kubeconfig   {cluster.kubeconfig}")
+        print(f"  try          kubectl --kubeconfig {cluster.kubeconfig} get nodes")
+        print("  Ctrl-C stops it", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            (state_dir / STATE_FILE).unlink(missing_ok=True)
+            await runner.cleanup()
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    info = read_info(args.state_dir)
+    print(f"API server {info.api_url}  kubeconfig {info.kubeconfig}  pid {info.pid}")
+    for node in call(info, "GET", "/nodes"):
+        state = "on " if node["powered"] else "OFF"
+        print(f"  {state} {node['name']:<20} {node['address']:<15} {node['clique']}")
+    return 0
+
+
+def power(args: argparse.Namespace) -> int:
+    info = read_info(args.state_dir)
+    result = call(info, "POST", f"/nodes/{args.node}/power/{args.state}")
+    print(f"{result['name']}: {'on' if result['powered'] else 'off'}")
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m sim", description="The simulated cluster.")
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("up", help="run the simulated cluster until Ctrl-C")
+    start.add_argument("--topology", type=Path, default=DEFAULT_TOPOLOGY)
+    start.add_argument("--api-port", type=int, default=0)
+    start.add_argument(
+        "--label-cliques",
+        action="store_true",
+        help="label nodes with their clique (normally cdo's health monitor does)",
+    )
+    commands.add_parser("status", help="list the nodes of the running cluster")
+    switch = commands.add_parser("power", help="power a node on or off")
+    switch.add_argument("state", choices=["on", "off"])
+    switch.add_argument("node")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        if args.command == "up":
+            raise SystemExit(asyncio.run(up(args)))
+        raise SystemExit(status(args) if args.command == "status" else power(args))
+    except TopologyError as error:
+        raise SystemExit(f"bad topology: {error}") from None
+
+
+if __name__ == "__main__":
+    main()
