@@ -148,6 +148,7 @@ class Bucket:
         self.drop_epoch = 0
         self._changed = asyncio.Event()
         self._keyed: dict[tuple[str, str], asyncio.Event] = {}
+        self._keyed_events: dict[tuple[str, str], list[Event]] = {}
         self.count = 0
 
     # -- reads ----------------------------------------------------------------------------------
@@ -230,11 +231,31 @@ class Bucket:
     def first_index_after(self, rv: int) -> int:
         return bisect.bisect_right(self.events, rv, key=lambda ev: ev.rv)
 
-    def events_after(self, rv: int) -> list[Event]:
-        """Every event newer than ``rv``; 410 when some of them left the window."""
+    def events_after(self, rv: int, key: tuple[str, str] | None = None) -> list[Event]:
+        """Every event newer than ``rv``; 410 when some of them left the window.
+
+        With ``key`` only the events whose old or new state has that indexed field value, so a
+        watcher pinned to one node reads its own changes, not every node's.
+        """
         if rv < self.floor:
             raise errors.too_old_resource_version(rv, self.floor)
-        return self.events[self.first_index_after(rv) :]
+        if key is None:
+            return self.events[self.first_index_after(rv) :]
+        keyed = self._keyed_events.get(key, [])
+        return keyed[bisect.bisect_right(keyed, rv, key=lambda ev: ev.rv) :]
+
+    def _index_event(self, change: Event) -> None:
+        keys = {
+            (field, entry.fields.get(field, ""))
+            for entry in (change.entry, change.prev)
+            if entry is not None
+            for field in WATCH_INDEXED_FIELDS
+        }
+        for key in keys:
+            keyed = self._keyed_events.setdefault(key, [])
+            keyed.append(change)
+            if keyed[0].rv < self.floor:  # forget what left the window, a batch at a time
+                del keyed[: bisect.bisect_left(keyed, self.floor, key=lambda ev: ev.rv)]
 
     @property
     def last_event_rv(self) -> int:
@@ -311,6 +332,7 @@ class Bucket:
         change = Event("MODIFIED" if prev else "ADDED", entry, prev)
         self.events.append(change)
         self._trim()
+        self._index_event(change)
         self.notify(change)
 
     def _remove(self, final: Entry, prev: Entry) -> None:
@@ -323,6 +345,7 @@ class Bucket:
         change = Event("DELETED", final, prev)
         self.events.append(change)
         self._trim()
+        self._index_event(change)
         self.notify(change)
 
 

@@ -218,7 +218,7 @@ async def _follow(
         if bucket.drop_epoch != epoch:
             return
         try:
-            events = bucket.events_after(last_rv)
+            events = bucket.events_after(last_rv, stream.wake_key)
         except errors.ApiError:
             return  # fell out of the window: end the stream; the client's resume gets 410
         if events:
