@@ -1,0 +1,482 @@
+"""Benchmark of the IMEX agent: claim preparation latency, and a new domain on a running clique.
+
+One clique of ``--nodes`` simulated nodes (default 18, a full NVL72 rack), each with its IMEX
+agent in this process (simulated NVML bound per node) driving a simulated ``nvidia-imex`` hosted
+in process through the agent's ``Imex`` handle; the Kubernetes API emulator in its own process;
+the kubelet's side of the DRA plugin protocol over the agents' unix sockets.
+
+1. Bring-up: from starting the agents to every node READY with Domain UP (informative).
+2. Prepare latency over ``--claims`` claims (default 1,000), spread over the nodes: each claim is
+   created (labelled as if made from its domain's template), then allocated on a node the way
+   the scheduler writes it; the clock starts when that allocation write returns and stops when
+   NodePrepareResources returns over gRPC. The claim is unprepared afterwards.
+3. A new domain on the running clique: from writing its Placement (channel, 18 members) and one
+   allocated claim per node, to every node's NodePrepareResources having returned the domain's
+   channel with ``cdo.dev/ImexReady=True`` on every member, which is what the agents contribute
+   to the domain's readiness. Repeated ``--domains`` times. (Placement by the allocator and the
+   domain controller's status write are not part of this bench.)
+
+Target: a new domain ready in under 1 s on a running clique.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as ``python bench/imex.py``, Python puts bench/ first on sys.path, where a module named
+# like one of the project's packages (bench/sim.py) would shadow it.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator
+
+import msgspec
+import yaml
+
+from services.imex_agent import AgentSettings, ImexAgent, ImexProcess
+from services.imex_agent.binaries import ImexStartError
+from services.imex_agent.report import UNAVAILABLE, DomainReport, parse_domain_report
+from services.imex_agent.settings import DraSettings, ImexSettings
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
+from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
+from shared.kube.client import KubeClient
+from shared.kube.informer import InformerSettings
+from shared.kube.meta import KubeObject
+from shared.kube.models import Node as NodeObject
+from shared.kube.resources import NAMESPACES, NODES, RESOURCE_CLAIMS
+from shared.kubeletapi import Claim, DraPluginClient, PluginWatcher
+from shared.metrics import Metrics
+from shared.nvml import PynvmlNvml
+from sim.imex import (
+    CommandError,
+    ImexConfigError,
+    ImexDaemon,
+    Resolver,
+    Timing,
+    load_config,
+    local_endpoint,
+    query_domain,
+    query_status,
+    render_json,
+)
+from sim.imex import ImexStartError as SimStartError
+from sim.natsserver import free_port
+from sim.nvml import SimulatedNvml, bound_context
+from sim.topology import parse_topology
+
+NAMESPACE = "bench"
+TIMING = Timing(heartbeat_interval=1.0, heartbeat_timeout=3.0)
+
+
+# -- the Imex handle, in process ---------------------------------------------------------------
+
+
+class _Daemon:
+    def __init__(self, daemon: ImexDaemon) -> None:
+        self._daemon = daemon
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    async def wait(self) -> int:
+        try:
+            await self._daemon.wait()
+        except Exception:
+            return 1
+        return 0
+
+    def reload(self) -> None:
+        self._daemon.request_reconnect()
+
+    async def stop(self, *, timeout_s: float) -> int:
+        async with asyncio.timeout(timeout_s):
+            await self._daemon.stop()
+        return 0
+
+
+class InProcessImex:
+    """Simulated daemons in this event loop, behind the agent's Imex Protocol."""
+
+    def __init__(self, hosts_file: Path) -> None:
+        self._resolver = Resolver(hosts_file)
+
+    async def start(self, config: Path, *, output: Path) -> ImexProcess:
+        try:
+            daemon = ImexDaemon(load_config(config), resolver=self._resolver, timing=TIMING)
+            await daemon.start()
+        except (ImexConfigError, SimStartError) as exc:
+            raise ImexStartError(str(exc)) from exc
+        return _Daemon(daemon)
+
+    async def query_state(self, config: Path) -> str:
+        try:
+            status = await query_status(local_endpoint(load_config(config)))
+        except (CommandError, ImexConfigError):
+            return UNAVAILABLE
+        return status.state.value
+
+    async def query_domain(self, config: Path) -> DomainReport:
+        view = await query_domain(load_config(config), resolver=self._resolver)
+        return parse_domain_report(render_json(view))
+
+
+# -- the cluster ----------------------------------------------------------------------------------
+
+
+async def start_emulator(tmp: Path) -> tuple[asyncio.subprocess.Process, Path]:
+    kubeconfig = tmp / "kubeconfig"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sim.kubeapi",
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    await asyncio.wait_for(proc.stdout.readline(), 60)
+    yaml.safe_load(kubeconfig.read_text())
+    return proc, kubeconfig
+
+
+class Bench:
+    def __init__(self, client: KubeClient, root: Path, nodes: int) -> None:
+        self.client = client
+        self.root = root
+        text = (
+            "name: imex-bench\n"
+            f"nodes_per_rack: {nodes}\naddress_base: 127.77.0.0\nracks:\n  - name: rack-0\n"
+        )
+        self.topology = parse_topology(text)
+        self.clique = self.topology.nodes[0].clique
+        self.peer_port = free_port()
+        self.cmd_port = free_port()
+        proc_devices = root / "proc-devices"
+        proc_devices.write_text("Character devices:\n234 nvidia-caps-imex-channels\n")
+        self.proc_devices = proc_devices
+        self.agents: dict[str, ImexAgent] = {}
+        self.plugins: dict[str, DraPluginClient] = {}
+        self.watchers: list[PluginWatcher] = []
+
+    def settings(self, index: int) -> AgentSettings:
+        node = self.topology.nodes[index]
+        home = self.root / f"n{index}"
+        return AgentSettings(
+            node_name=node.name,
+            address=node.address,
+            imex=ImexSettings(
+                config_dir=str(home / "imex"),
+                hosts_file=str(home / "hosts"),
+                server_port=self.peer_port,
+                cmd_port=self.cmd_port,
+                map_settle_s=1.0,
+                reload_min_interval_s=1.0,
+                poll_interval_s=5.0,
+            ),
+            dra=DraSettings(
+                kubelet_root=str(home / "kubelet"),
+                cdi_root=str(home / "cdi"),
+                device_root=str(home / "dev"),
+                device_mode="placeholder",
+                proc_devices=str(self.proc_devices),
+                attachments=8,
+            ),
+            informer=InformerSettings(backoff_initial_s=0.05, backoff_max_s=1.0),
+        )
+
+    async def register_nodes(self) -> None:
+        for node in self.topology.nodes:
+            await self.client.create(
+                NODES,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": node.name, "labels": {CLIQUE_LABEL: node.clique}},
+                },
+            )
+        await self.client.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            for index, node in enumerate(self.topology.nodes):
+                settings = self.settings(index)
+                agent = ImexAgent(
+                    settings=settings,
+                    nvml=PynvmlNvml(),
+                    imex=InProcessImex(Path(settings.imex.hosts_file)),
+                    client=self.client,
+                    bus=None,
+                    metrics=Metrics(),
+                )
+                self.agents[node.name] = agent
+                tasks.append(
+                    asyncio.create_task(agent.run(), context=bound_context(SimulatedNvml(node)))
+                )
+                watcher = PluginWatcher(
+                    registry_dir=Path(settings.dra.kubelet_root) / "plugins_registry",
+                    scan_interval=0.05,
+                )
+                self.watchers.append(watcher)
+                tasks.append(asyncio.create_task(watcher.run()))
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_up(self, limit_s: float) -> float:
+        started = time.perf_counter()
+        deadline = started + limit_s
+        while time.perf_counter() < deadline:
+            events = [agent.reporter.event for agent in self.agents.values()]
+            if all(
+                event is not None
+                and event.domain_state == "UP"
+                and len(event.peers) == len(self.agents) - 1
+                for event in events
+            ) and all(agent.plugin.registered for agent in self.agents.values()):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise TimeoutError("the clique did not come UP")
+        for watcher, node in zip(self.watchers, self.topology.nodes, strict=True):
+            self.plugins[node.name] = watcher.client(DRIVER_NAME)
+        return time.perf_counter() - started
+
+    async def create_domain(self, name: str, channel: int) -> tuple[str, str]:
+        body = {
+            "apiVersion": COMPUTE_DOMAINS.api_version,
+            "kind": COMPUTE_DOMAINS.kind,
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+        }
+        raw = await self.client.create(COMPUTE_DOMAINS, body, namespace=NAMESPACE)
+        return name, msgspec.json.decode(raw, type=KubeObject).metadata.uid
+
+    async def place(self, name: str, uid: str, channel: int) -> None:
+        await self.client.create(
+            PLACEMENTS,
+            {
+                "apiVersion": PLACEMENTS.api_version,
+                "kind": PLACEMENTS.kind,
+                "metadata": {
+                    "name": name,
+                    "namespace": NAMESPACE,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": COMPUTE_DOMAINS.api_version,
+                            "kind": COMPUTE_DOMAINS.kind,
+                            "name": name,
+                            "uid": uid,
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "clique": self.clique,
+                    "channel": channel,
+                    "gpusPerPod": 4,
+                    "size": len(self.topology.nodes),
+                    "members": [
+                        {"node": node.name, "slot": node.tray_index} for node in self.topology.nodes
+                    ],
+                },
+            },
+            namespace=NAMESPACE,
+        )
+
+    async def new_claim(self, name: str, domain: tuple[str, str]) -> Claim:
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "labels": {DOMAIN_LABEL: domain[0], DOMAIN_UID_LABEL: domain[1]},
+            },
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "channel",
+                            "exactly": {"deviceClassName": "compute-domain-channel.cdo.dev"},
+                        }
+                    ]
+                }
+            },
+        }
+        raw = await self.client.create(RESOURCE_CLAIMS, body, namespace=NAMESPACE)
+        uid = msgspec.json.decode(raw, type=KubeObject).metadata.uid
+        return Claim(namespace=NAMESPACE, uid=uid, name=name)
+
+    async def allocate(self, claim: Claim, node: str, device: str) -> None:
+        allocation = {
+            "devices": {
+                "results": [
+                    {"request": "channel", "driver": DRIVER_NAME, "pool": node, "device": device}
+                ]
+            }
+        }
+        await self.client.patch(
+            RESOURCE_CLAIMS,
+            claim.name,
+            {"status": {"allocation": allocation}},
+            namespace=NAMESPACE,
+            subresource="status",
+        )
+
+    async def imex_ready_everywhere(self) -> bool:
+        for node in self.topology.nodes:
+            raw = await self.client.get(NODES, node.name)
+            condition = msgspec.json.decode(raw, type=NodeObject).condition("cdo.dev/ImexReady")
+            if condition is None or condition.status != "True":
+                return False
+        return True
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def measure_prepare(bench: Bench, claims: int) -> list[float]:
+    domain = await bench.create_domain("latency", 1)
+    await bench.place(*domain, channel=1)
+    names = [node.name for node in bench.topology.nodes]
+    latencies: list[float] = []
+    for index in range(claims):
+        node = names[index % len(names)]
+        claim = await bench.new_claim(f"claim-{index}", domain)
+        await bench.allocate(claim, node, f"attach-{index % 8}")
+        started = time.perf_counter()
+        result = (await bench.plugins[node].prepare([claim]))[claim.uid]
+        latencies.append(time.perf_counter() - started)
+        if not result.ok:
+            raise RuntimeError(f"prepare failed: {result.error}")
+        unprepared = (await bench.plugins[node].unprepare([claim]))[claim.uid]
+        if not unprepared.ok:
+            raise RuntimeError(f"unprepare failed: {unprepared.error}")
+    return latencies
+
+
+async def measure_new_domain(bench: Bench, index: int) -> tuple[float, float]:
+    """Seconds to ready, and of it the seconds until every prepare returned."""
+    channel = 100 + index
+    domain = await bench.create_domain(f"job-{index}", channel)
+    nodes = bench.topology.nodes
+    claims = [await bench.new_claim(f"job-{index}-{node.tray_index}", domain) for node in nodes]
+    started = time.perf_counter()
+    await bench.place(*domain, channel=channel)
+
+    async def one(node_index: int) -> None:
+        node, claim = nodes[node_index], claims[node_index]
+        await bench.allocate(claim, node.name, "attach-7")
+        result = (await bench.plugins[node.name].prepare([claim]))[claim.uid]
+        if not result.ok:
+            raise RuntimeError(f"prepare on {node.name} failed: {result.error}")
+
+    await asyncio.gather(*(one(i) for i in range(len(nodes))))
+    prepared = time.perf_counter() - started
+    while not await bench.imex_ready_everywhere():  # noqa: ASYNC110 - polling the API
+        await asyncio.sleep(0.01)
+    ready = time.perf_counter() - started
+    for node in nodes:
+        channel_file = Path(bench.settings(node.tray_index).dra.device_root) / f"channel{channel}"
+        assert channel_file.exists()
+    for node, claim in zip(nodes, claims, strict=True):
+        await bench.plugins[node.name].unprepare([claim])
+    return ready, prepared
+
+
+async def main(args: argparse.Namespace) -> None:
+    # The simulated daemons log peer refusals while the clique forms; the table is the output.
+    logging.getLogger("sim.imex").setLevel(logging.ERROR)
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="imex-bench-", dir="/tmp") as tmp:
+        proc, kubeconfig = await start_emulator(Path(tmp))
+        client = await KubeClient.connect(kubeconfig=kubeconfig)
+        try:
+            await install_crds(client)
+            bench = Bench(client, Path(tmp), args.nodes)
+            await bench.register_nodes()
+            async with bench.running():
+                bring_up = await bench.wait_up(120)
+                rows.append((f"clique of {args.nodes} nodes READY, Domain UP", f"{bring_up:.2f} s"))
+                latencies = await measure_prepare(bench, args.claims)
+                p50 = 1000 * statistics.median(latencies)
+                p99 = 1000 * percentile(latencies, 0.99)
+                rows.append(
+                    (
+                        f"allocation -> NodePrepareResources returned ({args.claims} claims)",
+                        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {1000 * max(latencies):.1f} ms",
+                    )
+                )
+                readies: list[float] = []
+                prepares: list[float] = []
+                for index in range(args.domains):
+                    ready, prepared = await measure_new_domain(bench, index)
+                    readies.append(ready)
+                    prepares.append(prepared)
+                rows.append(
+                    (
+                        f"new domain on the running clique, {args.nodes} nodes prepared",
+                        f"median {1000 * statistics.median(prepares):.0f} ms "
+                        f"(max {1000 * max(prepares):.0f} ms)",
+                    )
+                )
+                rows.append(
+                    (
+                        "  ... and ImexReady=True on every member",
+                        f"median {1000 * statistics.median(readies):.0f} ms "
+                        f"(max {1000 * max(readies):.0f} ms) over {args.domains} domains",
+                    )
+                )
+                restarts = sum(agent.controller.restarts for agent in bench.agents.values())
+                rows.append(("IMEX daemon restarts during the bench", str(restarts)))
+        finally:
+            await client.close()
+            proc.terminate()
+            await proc.wait()
+    width = max(len(name) for name, _ in rows)
+    print(f"{'measure'.ljust(width)}  value")
+    print(f"{'-' * width}  {'-' * 40}")
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    target_met = statistics.median(readies) < 1.0
+    print(
+        "RESULT "
+        f"nodes={args.nodes} claims={args.claims} "
+        f"clique_up_s={bring_up:.2f} "
+        f"prepare_p50_ms={p50:.1f} prepare_p99_ms={p99:.1f} "
+        f"new_domain_ready_ms={1000 * statistics.median(readies):.0f} "
+        f"new_domain_ready_max_ms={1000 * max(readies):.0f} "
+        f"new_domain_under_1s={int(target_met)} "
+        f"daemon_restarts={restarts}"
+    )
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=18, help="nodes in the clique (<= 18)")
+    parser.add_argument("--claims", type=int, default=1000, help="claims for the latency run")
+    parser.add_argument("--domains", type=int, default=5, help="new domains to time")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))

@@ -1,0 +1,34 @@
+"""The IMEX agent: one per GPU node. It runs the node's IMEX daemon for the node's whole NVLink
+clique, hands each ComputeDomain's pods their domain's IMEX channel through DRA and CDI, and
+reports the node's IMEX state (node condition ``cdo.dev/ImexReady`` and NodeImexState events).
+
+Modules, outside in:
+
+- ``__main__``: the composition root; ``agent``: one node's agent assembled from its parts;
+- ``daemon``: supervising the daemon (start, restart with backoff, SIGUSR1, stop);
+  ``reporter``: polling ``nvidia-imex-ctl``, publishing state, writing the condition;
+  ``binaries``: the IMEX programs as child processes; ``preflight``: leftovers and foreign
+  daemons;
+- ``driver``: the DRA handler; ``claims``: claim -> domain -> channel; ``channels``: device
+  nodes; ``cdi``: CDI specs; ``checkpoint``: what survives restarts; ``resourceslice``: the
+  node's attachment devices;
+- pure decisions: ``roster`` (members, slots, nodes_config.cfg), ``imexconfig`` (config.cfg),
+  ``hostsfile``, ``report`` (ctl output), ``status`` (event and condition);
+- ``settings`` (CDO_IMEX_AGENT_*), ``names``, ``metrics``, ``files``.
+
+docs/imex-agent.md describes the design, the settings and the limitations.
+"""
+
+from services.imex_agent.agent import ImexAgent
+from services.imex_agent.binaries import CommandImex, Imex, ImexProcess
+from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
+
+__all__ = [
+    "AgentSettings",
+    "CommandImex",
+    "DraSettings",
+    "Imex",
+    "ImexAgent",
+    "ImexProcess",
+    "ImexSettings",
+]

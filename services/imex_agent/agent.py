@@ -1,0 +1,372 @@
+"""The IMEX agent of one node, assembled from its parts.
+
+``ImexAgent`` takes the node's identity and settings and its handles (NVML, the IMEX programs,
+the Kubernetes client, the event bus) as arguments, so a simulator can run many in one process.
+``run()`` runs it until cancelled:
+
+- NVML is read at start and every ``clique_refresh_s``: the clique (fabric info), the tray index
+  (platform info) and the GPU count;
+- a Node informer, selected by the clique label, feeds the roster; the agent publishes its own
+  address and slot on its Node (:mod:`roster`), claiming a slot when the platform has none;
+- the daemon controller and the status reporter (:mod:`daemon`, :mod:`reporter`);
+- the ResourceSlice publisher and the DRA kubelet plugin with the channel driver;
+- peers' NodeImexState events make the reporter look again at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+import msgspec
+import nats.errors
+from nats.aio.subscription import Subscription
+
+from services.imex_agent.binaries import Imex
+from services.imex_agent.cdi import CdiStore
+from services.imex_agent.channels import ChannelDevices, resolve_major
+from services.imex_agent.checkpoint import CheckpointStore
+from services.imex_agent.claims import ClaimResolver
+from services.imex_agent.daemon import DaemonController, Target
+from services.imex_agent.driver import ChannelDriver
+from services.imex_agent.metrics import AgentMetrics
+from services.imex_agent.names import CLIQUE_ANNOTATION
+from services.imex_agent.reporter import StatusReporter
+from services.imex_agent.resourceslice import SlicePublisher
+from services.imex_agent.roster import (
+    MemberRecord,
+    Roster,
+    annotations_current,
+    annotations_for,
+    build_roster,
+    choose_slot,
+    record_of,
+)
+from services.imex_agent.settings import AgentSettings
+from shared.bus import EventBus
+from shared.crds.names import CLIQUE_LABEL, DRIVER_NAME, IMEX_READY_CONDITION
+from shared.events import Event, NodeImexState
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.informer import Informer
+from shared.kube.meta import KubeObject
+from shared.kube.models import Node
+from shared.kube.resources import NODES
+from shared.kubeletapi import KubeletPlugin, PluginPaths
+from shared.metrics import Metrics
+from shared.nvml import NodeClique, NodePlacement, Nvml, NvmlError, node_clique, node_placement
+
+log = logging.getLogger("cdo.imex_agent")
+
+_node_decoder = msgspec.json.Decoder(Node)
+
+
+async def _unsubscribe(subscription: Subscription) -> None:
+    # At shutdown the bus drains every subscription before the agent stops.
+    with contextlib.suppress(nats.errors.Error):
+        await subscription.unsubscribe()
+
+
+class NvmlSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    clique: NodeClique
+    placement: NodePlacement | None
+    gpus: int
+
+
+def read_nvml(nvml: Nvml) -> NvmlSnapshot:
+    """Blocking: the node's clique, placement and GPU count."""
+    nvml.init()
+    count = nvml.device_count()
+    fabric = [nvml.fabric_info(gpu) for gpu in range(count)]
+    platforms = [nvml.platform_info(gpu) for gpu in range(count)]
+    return NvmlSnapshot(clique=node_clique(fabric), placement=node_placement(platforms), gpus=count)
+
+
+class ImexAgent:
+    """Everything the agent does for one node; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        settings: AgentSettings,
+        nvml: Nvml,
+        imex: Imex,
+        client: KubeClient,
+        bus: EventBus | None,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.node = settings.node_name
+        self.address = settings.address
+        self._nvml = nvml
+        self._client = client
+        self._bus = bus
+        self._base_metrics = metrics
+        self.metrics = AgentMetrics(metrics)
+        self.clique: str | None = None
+        self._clique_detail = "NVML not read yet"
+        self._platform_slot: int | None = None
+        self._gpus = 0
+        self._informer: Informer[KubeObject] | None = None
+        self._informer_clique: str | None = None
+        self._roster_wake = asyncio.Event()
+        self._announced: dict[str, str | None] | None = None
+        self.controller = DaemonController(
+            node=self.node,
+            address=self.address,
+            settings=settings.imex,
+            imex=imex,
+            target=self.target,
+            metrics=self.metrics,
+            on_change=self._controller_changed,
+        )
+        self.reporter = StatusReporter(
+            node=self.node,
+            address=self.address,
+            settings=settings.imex,
+            imex=imex,
+            controller=self.controller,
+            client=client,
+            publish=bus.publish if bus is not None else None,
+            metrics=self.metrics,
+        )
+        dra = settings.dra
+        kubelet_root = Path(dra.kubelet_root)
+        checkpoint = dra.checkpoint_file or str(
+            kubelet_root / "plugins" / DRIVER_NAME / "checkpoint.json"
+        )
+        self.devices = ChannelDevices(
+            root=Path(dra.device_root), major=resolve_major(dra), mode=dra.device_mode
+        )
+        self.driver = ChannelDriver(
+            resolver=ClaimResolver(
+                client, node=self.node, driver=DRIVER_NAME, clique=lambda: self.clique
+            ),
+            checkpoint=CheckpointStore(Path(checkpoint)),
+            devices=self.devices,
+            cdi=CdiStore(Path(dra.cdi_root)),
+            metrics=self.metrics,
+        )
+        self.plugin = KubeletPlugin(
+            driver_name=DRIVER_NAME,
+            handler=self.driver,
+            paths=PluginPaths.for_driver(DRIVER_NAME, kubelet_root=kubelet_root),
+        )
+        self.slices: SlicePublisher | None = None
+
+    @property
+    def ready(self) -> bool:
+        """IMEX is READY on this node and the kubelet registered the plugin."""
+        return self.reporter.ready and self.plugin.registered
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        node = await self._own_node()
+        seeded = node.condition(IMEX_READY_CONDITION)
+        if seeded is not None:
+            self.reporter.seed_condition(seeded.status, seeded.last_transition_time)
+        await self._refresh_nvml()
+        dra = self.settings.dra
+        self.slices = SlicePublisher(
+            self._client,
+            node=self.node,
+            node_uid=node.metadata.uid,
+            attachments=dra.attachments or max(1, 2 * self._gpus),
+            resync_s=dra.slice_resync_s,
+        )
+        self.slices.set_clique(self.clique)
+        self.driver.recover()
+        async with contextlib.AsyncExitStack() as stack:
+            if self._bus is not None:
+                subscription = await self._bus.subscribe(
+                    NodeImexState.subject_template.wildcard(), self._on_peer_event
+                )
+                stack.push_async_callback(_unsubscribe, subscription)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._nvml_loop(), name=f"{self.node} nvml")
+                group.create_task(self._roster_loop(group), name=f"{self.node} roster")
+                group.create_task(self.controller.run(), name=f"{self.node} imex daemon")
+                group.create_task(self.reporter.run(), name=f"{self.node} imex status")
+                group.create_task(self.slices.run(), name=f"{self.node} resourceslice")
+                group.create_task(self.plugin.run(), name=f"{self.node} kubelet plugin")
+
+    async def _own_node(self) -> Node:
+        pause = 0.2
+        while True:
+            try:
+                raw = await self._client.get_or_none(NODES, self.node)
+            except KubeApiError as exc:
+                log.warning("cannot read this node", extra={"error": str(exc)})
+                raw = None
+            if raw is not None:
+                return _node_decoder.decode(raw)
+            log.info("waiting for this node's Node object", extra={"node": self.node})
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 10.0)
+
+    # -- NVML ---------------------------------------------------------------------------------
+
+    async def _nvml_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.imex.clique_refresh_s)
+            await self._refresh_nvml()
+
+    async def _refresh_nvml(self) -> None:
+        try:
+            snapshot = await asyncio.to_thread(read_nvml, self._nvml)
+        except NvmlError as exc:
+            self.metrics.errors.labels("nvml").inc()
+            if self.clique is not None:
+                # A read that fails says nothing about the fabric: keep serving the clique.
+                log.warning("cannot read NVML; keeping the clique", extra={"error": str(exc)})
+                return
+            clique, detail, slot = None, f"NVML: {exc}", None
+        else:
+            clique = snapshot.clique.clique
+            detail = snapshot.clique.reason if clique is None else ""
+            slot = snapshot.placement.tray_index if snapshot.placement is not None else None
+            self._gpus = snapshot.gpus
+        changed = (clique, slot) != (self.clique, self._platform_slot)
+        self.clique, self._clique_detail, self._platform_slot = clique, detail, slot
+        if changed:
+            log.info(
+                "NVML read",
+                extra={"clique": clique, "tray_index": slot, "detail": detail},
+            )
+            if self.slices is not None:
+                self.slices.set_clique(clique)
+            self._roster_wake.set()
+            self.controller.wake()
+
+    # -- roster -----------------------------------------------------------------------------------
+
+    async def _roster_loop(self, group: asyncio.TaskGroup) -> None:
+        """Watch the clique's Nodes (a new informer when the clique changes) and announce."""
+        task: asyncio.Task[None] | None = None
+        try:
+            while True:
+                self._roster_wake.clear()
+                if self.clique != self._informer_clique:
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
+                        task = None
+                    self._informer = None
+                    self._informer_clique = self.clique
+                    if self.clique is not None:
+                        informer = Informer(
+                            self._client,
+                            NODES,
+                            KubeObject,
+                            label_selector=f"{CLIQUE_LABEL}={self.clique}",
+                            settings=self.settings.informer,
+                            metrics=self._base_metrics,
+                        )
+                        informer.add_handler(self._on_node)
+                        self._informer = informer
+                        task = group.create_task(informer.run(), name=f"{self.node} nodes")
+                await self._announce()
+                await self._roster_wake.wait()
+        finally:
+            if task is not None:
+                task.cancel()
+
+    def _on_node(self, old: KubeObject | None, new: KubeObject | None) -> None:
+        def facts(obj: KubeObject | None) -> tuple[object, ...] | None:
+            if obj is None:
+                return None
+            return (obj.metadata.labels, obj.metadata.annotations)
+
+        if facts(old) == facts(new):
+            return  # a status heartbeat: the roster cannot have changed
+        self._roster_wake.set()
+        self.controller.wake()
+        self.reporter.poke()
+
+    def _records(self, clique: str) -> list[MemberRecord] | None:
+        informer = self._informer
+        if informer is None or self._informer_clique != clique or not informer.synced:
+            return None
+        return [
+            record
+            for obj in informer.cache.objects()
+            if (record := record_of(obj, clique)) is not None
+        ]
+
+    def target(self) -> Target:
+        """The clique and roster the daemon should serve now."""
+        clique = self.clique
+        if clique is None:
+            return Target(clique=None, detail=self._clique_detail)
+        records = self._records(clique)
+        if records is None:
+            return Target(clique=clique, detail="waiting for the clique's Node list")
+        roster = build_roster(clique, records)
+        detail = ""
+        if roster.member(self.node) is None:
+            detail = self._why_not_member(clique, roster)
+        return Target(clique=clique, roster=roster, detail=detail)
+
+    def _why_not_member(self, clique: str, roster: Roster) -> str:
+        informer = self._informer
+        own = informer.cache.get(self.node) if informer is not None else None
+        if own is None:
+            return f"node is not labelled {CLIQUE_LABEL}={clique}"
+        for exclusion in roster.excluded:
+            if exclusion.node == self.node:
+                return exclusion.reason
+        return "its IMEX address and slot are not published yet"
+
+    async def _announce(self) -> None:
+        """Publish this node's address and slot on its Node when they differ."""
+        clique = self.clique
+        if clique is None:
+            wanted: dict[str, str | None] = {CLIQUE_ANNOTATION: None}
+        else:
+            records = self._records(clique)
+            informer = self._informer
+            own_obj = informer.cache.get(self.node) if informer is not None else None
+            current = record_of(own_obj, clique) if own_obj is not None else None
+            if self._platform_slot is None and records is None:
+                return  # a claim needs the others' claims first
+            slot, source = choose_slot(
+                node=self.node,
+                platform_slot=self._platform_slot,
+                current=current,
+                others=records or (),
+            )
+            published = annotations_for(
+                clique=clique, address=self.address, slot=slot, source=source
+            )
+            wanted = dict(published)
+            if own_obj is not None and annotations_current(own_obj.metadata.annotations, published):
+                self._announced = wanted
+                return
+        if wanted == self._announced:
+            return
+        try:
+            await self._client.patch(NODES, self.node, {"metadata": {"annotations": wanted}})
+        except KubeApiError as exc:
+            self.metrics.errors.labels("node_annotations").inc()
+            log.warning("could not publish the IMEX address and slot", extra={"error": str(exc)})
+            return
+        self._announced = wanted
+        log.info("published IMEX address and slot", extra={"annotations": wanted})
+
+    # -- events -----------------------------------------------------------------------------------
+
+    def _controller_changed(self) -> None:
+        self.reporter.poke()
+
+    async def _on_peer_event(self, event: Event) -> None:
+        if (
+            isinstance(event, NodeImexState)
+            and event.node != self.node
+            and self.clique is not None
+            and event.clique == self.clique
+        ):
+            self.reporter.poke()

@@ -1,0 +1,147 @@
+"""CDI specs for prepared claims: one spec file per claim (rendering is pure).
+
+Each prepared claim gets ``<cdi root>/cdo.dev-imex-channel_<claim uid>.json``, a CDI spec of
+kind ``cdo.dev/imex-channel`` (CDI 0.6.0) with one device named after the claim's uid. Its
+container edits add the domain's channel device node (type, major and minor given, host path
+the agent's device root) and environment naming the domain and the channel. The kubelet hands
+the device id ``cdo.dev/imex-channel=<claim uid>`` to the container runtime, which applies the
+edits. One file per claim keeps a claim's unprepare to one file removal, and the uid keeps
+device names unique across every spec of the kind, as CDI requires.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import msgspec
+
+from services.imex_agent.files import atomic_write, remove
+from services.imex_agent.names import (
+    CDI_FILE_PREFIX,
+    CDI_KIND,
+    CDI_VERSION,
+    CHANNEL_CONTAINER_DIR,
+    ENV_CHANNEL,
+    ENV_DOMAIN,
+    ENV_DOMAIN_UID,
+)
+
+_DEVICE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]*$")
+
+
+class DeviceNode(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    path: str
+    host_path: str
+    type: str
+    major: int
+    minor: int
+    permissions: str
+
+
+class ContainerEdits(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    env: tuple[str, ...] = ()
+    device_nodes: tuple[DeviceNode, ...] = ()
+
+
+class CdiDevice(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    name: str
+    container_edits: ContainerEdits
+
+
+class CdiSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    cdi_version: str
+    kind: str
+    devices: tuple[CdiDevice, ...]
+
+
+class ChannelGrant(msgspec.Struct, frozen=True, kw_only=True):
+    """What one claim is given: its domain's channel."""
+
+    claim_uid: str
+    domain_namespace: str
+    domain_name: str
+    domain_uid: str
+    channel: int
+
+
+def device_name(claim_uid: str) -> str:
+    if not _DEVICE_NAME.match(claim_uid):
+        raise ValueError(f"claim uid {claim_uid!r} is not a valid CDI device name")
+    return claim_uid
+
+
+def device_id(claim_uid: str) -> str:
+    """The fully qualified CDI device id the kubelet passes to the runtime."""
+    return f"{CDI_KIND}={device_name(claim_uid)}"
+
+
+def spec_file_name(claim_uid: str) -> str:
+    return f"{CDI_FILE_PREFIX}{claim_uid}.json"
+
+
+def render_spec(grant: ChannelGrant, *, major: int, host_dir: Path) -> CdiSpec:
+    """The CDI spec that gives ``grant.channel`` to the containers of the claim."""
+    node = DeviceNode(
+        path=f"{CHANNEL_CONTAINER_DIR}/channel{grant.channel}",
+        host_path=str(host_dir / f"channel{grant.channel}"),
+        type="c",
+        major=major,
+        minor=grant.channel,
+        permissions="rw",
+    )
+    edits = ContainerEdits(
+        env=(
+            f"{ENV_DOMAIN}={grant.domain_namespace}/{grant.domain_name}",
+            f"{ENV_DOMAIN_UID}={grant.domain_uid}",
+            f"{ENV_CHANNEL}={grant.channel}",
+        ),
+        device_nodes=(node,),
+    )
+    return CdiSpec(
+        cdi_version=CDI_VERSION,
+        kind=CDI_KIND,
+        devices=(CdiDevice(name=device_name(grant.claim_uid), container_edits=edits),),
+    )
+
+
+def encode_spec(spec: CdiSpec) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(spec), indent=2) + b"\n"
+
+
+class CdiStore:
+    """The agent's spec files in the CDI directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, claim_uid: str) -> Path:
+        return self.root / spec_file_name(claim_uid)
+
+    def write(self, claim_uid: str, spec: CdiSpec) -> bool:
+        """Write the claim's spec unless the file already holds it; True when written."""
+        path = self.path(claim_uid)
+        data = encode_spec(spec)
+        try:
+            if path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+        atomic_write(path, data)
+        return True
+
+    def remove(self, claim_uid: str) -> bool:
+        return remove(self.path(claim_uid))
+
+    def claim_uids(self) -> set[str]:
+        """Claims that have a spec file of ours now."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return set()
+        return {
+            name[len(CDI_FILE_PREFIX) : -len(".json")]
+            for name in names
+            if name.startswith(CDI_FILE_PREFIX) and name.endswith(".json")
+        }

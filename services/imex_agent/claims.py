@@ -1,0 +1,217 @@
+"""From a claim the kubelet names to the channel its pod may have.
+
+claim (namespace, name, uid) -> the ResourceClaim -> its label ``cdo.dev/compute-domain`` (copied
+from the domain's claim template, with ``cdo.dev/compute-domain-uid``) -> the domain's
+``Placement`` (same namespace and name as the domain) -> ``spec.channel``.
+
+The decision is the pure :func:`decide`; :class:`ClaimResolver` only reads the objects. A claim is
+refused, with a message for the pod's events, when:
+
+- it is gone or was recreated (its uid differs from the kubelet's);
+- it has no device of this driver allocated on this node;
+- it was not made from a domain's template (no domain label);
+- its namespace is not its domain's: the domain uid it names belongs to a Placement in another
+  namespace (a claim can only ever get the channel of a domain of its own namespace);
+- the domain has no Placement yet, or the Placement belongs to another incarnation of the name;
+- the domain was placed in another clique than this node's (its channel means nothing here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from services.imex_agent.cdi import ChannelGrant
+from services.imex_agent.checkpoint import DeviceRecord
+from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
+from shared.crds.names import DOMAIN_LABEL, DOMAIN_UID_LABEL, MAX_CHANNELS
+from shared.errors import CdoError
+from shared.kube.client import KubeClient
+from shared.kube.meta import KubeObject, ListMeta
+from shared.kube.models import ResourceClaim
+from shared.kube.resources import RESOURCE_CLAIMS
+from shared.kubeletapi import Claim
+
+
+class ClaimRefusedError(CdoError):
+    """The claim cannot be given a channel (now); the message says why."""
+
+
+class _Camel(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    pass
+
+
+class PlacementMemberView(_Camel, frozen=True, kw_only=True):
+    node: str = ""
+    slot: int = 0
+
+
+class PlacementSpecView(_Camel, frozen=True, kw_only=True):
+    """The parts of a Placement's spec the agent reads."""
+
+    clique: str = ""
+    channel: Annotated[int, Meta(ge=0, le=MAX_CHANNELS - 1)] | None = None
+    members: tuple[PlacementMemberView, ...] = ()
+
+
+class PlacementView(KubeObject, frozen=True, kw_only=True):
+    spec: PlacementSpecView = msgspec.field(default_factory=PlacementSpecView)
+
+    @property
+    def domain_uid(self) -> str:
+        """The uid of the ComputeDomain that owns the Placement ("" when it names none)."""
+        for ref in self.metadata.owner_references:
+            group = ref.api_version.rpartition("/")[0]
+            if ref.kind == COMPUTE_DOMAINS.kind and group == COMPUTE_DOMAINS.group:
+                return ref.uid
+        return ""
+
+
+class _PlacementList(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    items: tuple[PlacementView, ...] = ()
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True):
+    grant: ChannelGrant
+    devices: tuple[DeviceRecord, ...]
+
+
+def allocated_devices(obj: ResourceClaim, *, driver: str, node: str) -> tuple[DeviceRecord, ...]:
+    """The claim's devices of ``driver`` in this node's pool."""
+    allocation = obj.status.allocation
+    if allocation is None:
+        return ()
+    return tuple(
+        DeviceRecord(request=result.request, pool=result.pool, device=result.device)
+        for result in allocation.devices.results
+        if result.driver == driver and result.pool == node
+    )
+
+
+def decide(
+    *,
+    claim: Claim,
+    obj: ResourceClaim | None,
+    placement: PlacementView | None,
+    elsewhere: PlacementView | None,
+    node: str,
+    clique: str | None,
+    driver: str,
+) -> Resolution:
+    """The claim's channel grant and devices, or ClaimRefusedError (see the module docstring).
+
+    ``placement`` is the Placement named like the claim's domain in the claim's namespace;
+    ``elsewhere`` a Placement of the domain uid the claim names, found in another namespace.
+    """
+    where = f"ResourceClaim {claim.namespace}/{claim.name}"
+    if obj is None:
+        raise ClaimRefusedError(f"{where} does not exist")
+    if obj.metadata.uid != claim.uid:
+        raise ClaimRefusedError(
+            f"{where} has uid {obj.metadata.uid}, not {claim.uid}: it was deleted and recreated"
+        )
+    devices = allocated_devices(obj, driver=driver, node=node)
+    if not devices:
+        raise ClaimRefusedError(f"{where} has no {driver} device allocated on node {node}")
+    labels = obj.metadata.labels
+    domain = labels.get(DOMAIN_LABEL, "")
+    domain_uid = labels.get(DOMAIN_UID_LABEL, "")
+    if not domain:
+        raise ClaimRefusedError(
+            f"{where} has no label {DOMAIN_LABEL}: it was not made from a ComputeDomain's "
+            "claim template"
+        )
+    if elsewhere is not None:
+        raise ClaimRefusedError(
+            f"{where} names ComputeDomain {elsewhere.metadata.namespace}/"
+            f"{elsewhere.metadata.name} (uid {domain_uid}), which is in another namespace; a "
+            "claim gets a channel only from a domain of its own namespace"
+        )
+    if placement is None:
+        raise ClaimRefusedError(
+            f"ComputeDomain {claim.namespace}/{domain} has no Placement yet (not placed)"
+        )
+    if domain_uid and placement.domain_uid and placement.domain_uid != domain_uid:
+        raise ClaimRefusedError(
+            f"Placement {claim.namespace}/{domain} belongs to ComputeDomain uid "
+            f"{placement.domain_uid}, but {where} was made for uid {domain_uid}"
+        )
+    if clique is None:
+        raise ClaimRefusedError(f"node {node} has no NVLink clique; it cannot join a domain")
+    spec = placement.spec
+    if spec.clique != clique:
+        raise ClaimRefusedError(
+            f"ComputeDomain {claim.namespace}/{domain} is placed in clique {spec.clique!r}; "
+            f"node {node} is in clique {clique!r}"
+        )
+    if spec.channel is None:
+        raise ClaimRefusedError(f"Placement {claim.namespace}/{domain} has no channel")
+    grant = ChannelGrant(
+        claim_uid=claim.uid,
+        domain_namespace=claim.namespace,
+        domain_name=domain,
+        domain_uid=domain_uid or placement.domain_uid,
+        channel=spec.channel,
+    )
+    return Resolution(grant=grant, devices=devices)
+
+
+_claim_decoder = msgspec.json.Decoder(ResourceClaim)
+_placement_decoder = msgspec.json.Decoder(PlacementView)
+_placement_list_decoder = msgspec.json.Decoder(_PlacementList)
+
+
+class ClaimResolver:
+    """Reads what :func:`decide` needs from the API, fresh for every claim."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        node: str,
+        driver: str,
+        clique: Callable[[], str | None],
+    ) -> None:
+        self._client = client
+        self._node = node
+        self._driver = driver
+        self._clique = clique
+
+    async def resolve(self, claim: Claim) -> Resolution:
+        raw = await self._client.get_or_none(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
+        obj = _claim_decoder.decode(raw) if raw is not None else None
+        placement: PlacementView | None = None
+        elsewhere: PlacementView | None = None
+        domain = obj.metadata.labels.get(DOMAIN_LABEL, "") if obj is not None else ""
+        domain_uid = obj.metadata.labels.get(DOMAIN_UID_LABEL, "") if obj is not None else ""
+        if domain:
+            raw = await self._client.get_or_none(PLACEMENTS, domain, namespace=claim.namespace)
+            placement = _placement_decoder.decode(raw) if raw is not None else None
+            mismatch = placement is None or placement.domain_uid not in ("", domain_uid)
+            if domain_uid and mismatch:
+                elsewhere = await self._placement_of(domain_uid, not_in=claim.namespace)
+        return decide(
+            claim=claim,
+            obj=obj,
+            placement=placement,
+            elsewhere=elsewhere,
+            node=self._node,
+            clique=self._clique(),
+            driver=self._driver,
+        )
+
+    async def _placement_of(self, domain_uid: str, *, not_in: str) -> PlacementView | None:
+        """A Placement of the domain with ``domain_uid`` outside namespace ``not_in``."""
+        listing = _placement_list_decoder.decode(await self._client.list(PLACEMENTS))
+        return next(
+            (
+                item
+                for item in listing.items
+                if item.domain_uid == domain_uid and item.metadata.namespace != not_in
+            ),
+            None,
+        )

@@ -1,0 +1,216 @@
+"""The DRA handler: prepare gives a claim its domain's channel; unprepare takes it back.
+
+Prepare, per claim: if the checkpoint already holds the claim, make sure its device and CDI
+spec exist and answer with the recorded CDI ids (kubelet retries and agent restarts get the same
+answer without asking the API). Otherwise resolve the channel (:mod:`claims`), record the claim
+in the checkpoint, create the channel device, write the CDI spec, and answer. Unprepare removes
+the claim's CDI spec, the channel device when no other prepared claim uses that channel, and
+then the record. Both are idempotent; an unknown claim unprepares successfully.
+
+At start (:meth:`ChannelDriver.recover`) the files are brought in line with the checkpoint:
+devices and specs of recorded claims are made to exist, and specs of ours and channel devices we
+made that no recorded claim needs are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from services.imex_agent.cdi import CdiStore, ChannelGrant, device_id, render_spec
+from services.imex_agent.channels import ChannelDeviceError, ChannelDevices
+from services.imex_agent.checkpoint import CheckpointData, CheckpointStore, ClaimRecord
+from services.imex_agent.claims import ClaimRefusedError, ClaimResolver
+from services.imex_agent.metrics import AgentMetrics
+from shared.kube.errors import KubeApiError
+from shared.kubeletapi import Claim, PreparedDevice, PrepareResult, UnprepareResult
+
+log = logging.getLogger("cdo.imex_agent.driver")
+
+
+def _grant(record: ClaimRecord) -> ChannelGrant:
+    return ChannelGrant(
+        claim_uid=record.uid,
+        domain_namespace=record.domain_namespace,
+        domain_name=record.domain_name,
+        domain_uid=record.domain_uid,
+        channel=record.channel,
+    )
+
+
+def prepare_result(record: ClaimRecord) -> PrepareResult:
+    return PrepareResult(
+        devices=tuple(
+            PreparedDevice(
+                pool_name=device.pool,
+                device_name=device.device,
+                cdi_device_ids=record.cdi_ids,
+                request_names=(device.request,),
+            )
+            for device in record.devices
+        )
+    )
+
+
+class ChannelDriver:
+    """Implements :class:`shared.kubeletapi.DraHandler` for one node."""
+
+    def __init__(
+        self,
+        *,
+        resolver: ClaimResolver,
+        checkpoint: CheckpointStore,
+        devices: ChannelDevices,
+        cdi: CdiStore,
+        metrics: AgentMetrics,
+    ) -> None:
+        self._resolver = resolver
+        self._store = checkpoint
+        self._devices = devices
+        self._cdi = cdi
+        self._metrics = metrics
+        self._lock = asyncio.Lock()
+        self._data: CheckpointData | None = None
+
+    @property
+    def data(self) -> CheckpointData:
+        if self._data is None:
+            raise RuntimeError("recover() has not run yet")
+        return self._data
+
+    def recover(self) -> None:
+        """Load the checkpoint and bring devices and CDI specs in line with it."""
+        data = self._store.load()
+        self._data = data
+        for record in data.claims.values():
+            self._make_files(record)
+        used = data.channels_in_use()
+        for channel in set(data.channels) - used:
+            self._devices.remove(channel)
+        data.channels = sorted(used)
+        for uid in self._cdi.claim_uids() - set(data.claims):
+            self._cdi.remove(uid)
+        self._store.save(data)
+        log.info(
+            "checkpoint loaded",
+            extra={"claims": len(data.claims), "channels": sorted(used)},
+        )
+
+    def _make_files(self, record: ClaimRecord) -> None:
+        self._devices.ensure(record.channel)
+        spec = render_spec(_grant(record), major=self._devices.major, host_dir=self._devices.root)
+        self._cdi.write(record.uid, spec)
+
+    # -- DraHandler ---------------------------------------------------------------------------
+
+    async def prepare(self, claims: Sequence[Claim]) -> Mapping[str, PrepareResult]:
+        results = await asyncio.gather(*(self._prepare_one(claim) for claim in claims))
+        return {claim.uid: result for claim, result in zip(claims, results, strict=True)}
+
+    async def unprepare(self, claims: Sequence[Claim]) -> Mapping[str, UnprepareResult]:
+        results: dict[str, UnprepareResult] = {}
+        for claim in claims:
+            results[claim.uid] = await self._unprepare_one(claim)
+        return results
+
+    # -- one claim ------------------------------------------------------------------------------
+
+    async def _prepare_one(self, claim: Claim) -> PrepareResult:
+        started = time.perf_counter()
+        try:
+            result = await self._prepare(claim)
+        except ClaimRefusedError as exc:
+            self._metrics.dra_requests.labels("prepare", "refused").inc()
+            log.warning("claim refused", extra={"claim": _name(claim), "error": str(exc)})
+            return PrepareResult(error=str(exc))
+        except (KubeApiError, ChannelDeviceError, OSError) as exc:
+            self._metrics.dra_requests.labels("prepare", "error").inc()
+            log.warning("prepare failed", extra={"claim": _name(claim), "error": str(exc)})
+            return PrepareResult(error=f"prepare failed: {exc}")
+        self._metrics.dra_requests.labels("prepare", "ok").inc()
+        self._metrics.prepare_seconds.observe(time.perf_counter() - started)
+        return result
+
+    async def _prepare(self, claim: Claim) -> PrepareResult:
+        async with self._lock:
+            record = self.data.claims.get(claim.uid)
+            if record is not None:
+                self._make_files(record)
+                return prepare_result(record)
+        resolution = await self._resolver.resolve(claim)
+        async with self._lock:
+            data = self.data
+            record = data.claims.get(claim.uid)
+            if record is None:
+                grant = resolution.grant
+                record = ClaimRecord(
+                    uid=claim.uid,
+                    namespace=claim.namespace,
+                    name=claim.name,
+                    domain_namespace=grant.domain_namespace,
+                    domain_name=grant.domain_name,
+                    domain_uid=grant.domain_uid,
+                    channel=grant.channel,
+                    devices=resolution.devices,
+                    cdi_ids=(device_id(claim.uid),),
+                )
+                # Recorded first: a crash after this leaves files the checkpoint names.
+                self._commit(
+                    CheckpointData(
+                        claims={**data.claims, claim.uid: record},
+                        channels=[*data.channels, record.channel],
+                    )
+                )
+                log.info(
+                    "claim prepared",
+                    extra={
+                        "claim": _name(claim),
+                        "domain": f"{grant.domain_namespace}/{grant.domain_name}",
+                        "channel": grant.channel,
+                    },
+                )
+            self._make_files(record)
+            return prepare_result(record)
+
+    async def _unprepare_one(self, claim: Claim) -> UnprepareResult:
+        try:
+            async with self._lock:
+                data = self.data
+                record = data.claims.get(claim.uid)
+                if record is None:
+                    self._cdi.remove(claim.uid)  # a spec a crash left behind
+                    self._metrics.dra_requests.labels("unprepare", "ok").inc()
+                    return UnprepareResult()
+                self._cdi.remove(claim.uid)
+                claims = {uid: r for uid, r in data.claims.items() if uid != claim.uid}
+                channels = data.channels
+                if record.channel not in {r.channel for r in claims.values()}:
+                    self._devices.remove(record.channel)
+                    channels = [c for c in channels if c != record.channel]
+                # Dropped last: a crash before this leaves a record the next unprepare clears.
+                self._commit(CheckpointData(claims=claims, channels=channels))
+        except OSError as exc:
+            self._metrics.dra_requests.labels("unprepare", "error").inc()
+            log.warning("unprepare failed", extra={"claim": _name(claim), "error": str(exc)})
+            return UnprepareResult(error=f"unprepare failed: {exc}")
+        self._metrics.dra_requests.labels("unprepare", "ok").inc()
+        log.info("claim unprepared", extra={"claim": _name(claim), "channel": record.channel})
+        return UnprepareResult()
+
+    def _commit(self, data: CheckpointData) -> None:
+        """Save ``data``, then make it current (a failed save leaves memory as the disk is)."""
+        self._store.save(data)
+        self._data = data
+
+    def channels_in_use(self) -> set[int]:
+        return self.data.channels_in_use()
+
+    def cdi_path(self, claim_uid: str) -> Path:
+        return self._cdi.path(claim_uid)
+
+
+def _name(claim: Claim) -> str:
+    return f"{claim.namespace}/{claim.name}"

@@ -1,0 +1,79 @@
+"""The daemon's ``config.cfg``, rendered from the agent's settings and the node's address (pure).
+
+Keys follow NVIDIA's IMEX configuration guide. The agent runs the daemon as its child, so
+``DAEMONIZE=0``; peers and the command service bind to the node's own address; the command
+service is on, because the agent asks it through ``nvidia-imex-ctl``. With a TLS directory (a
+mounted Secret holding ``tls.key``, ``tls.crt``, ``ca.crt``) peer connections use mutual TLS,
+one certificate serving as both server and client identity.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from services.imex_agent.settings import ImexSettings
+
+TLS_KEY = "tls.key"
+TLS_CERT = "tls.crt"
+TLS_CA = "ca.crt"
+
+
+class ImexPaths(msgspec.Struct, frozen=True, kw_only=True):
+    """The files of one node's daemon, all in the agent's config directory."""
+
+    directory: Path
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "config.cfg"
+
+    @property
+    def nodes_config(self) -> Path:
+        return self.directory / "nodes_config.cfg"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.directory / "nvidia-imex.pid"
+
+    @property
+    def output(self) -> Path:
+        """Where the daemon's stdout and stderr go."""
+        return self.directory / "nvidia-imex.out"
+
+
+def render_config(*, settings: ImexSettings, address: str, paths: ImexPaths) -> str:
+    """The text of config.cfg for the daemon of the node at ``address``."""
+    values: list[tuple[str, str]] = [
+        ("DAEMONIZE", "0"),
+        ("LOG_LEVEL", str(settings.log_level)),
+        ("BIND_INTERFACE_IP", address),
+        ("SERVER_PORT", str(settings.server_port)),
+        ("IMEX_NODE_CONFIG_FILE", str(paths.nodes_config)),
+        ("IMEX_WAIT_FOR_QUORUM", settings.wait_for_quorum),
+        ("IMEX_NODE_DISCONNECTED_GRACE_TIME", str(settings.disconnected_grace_s)),
+        ("IMEX_CMD_ENABLED", "1"),
+        ("IMEX_CMD_BIND_INTERFACE_IP", address),
+        ("IMEX_CMD_PORT", str(settings.cmd_port)),
+    ]
+    if settings.tls_dir:
+        tls = Path(settings.tls_dir)
+        values += [
+            ("IMEX_ENABLE_AUTH_ENCRYPTION", "1"),
+            ("IMEX_AUTH_ENCRYPTION_MODE", "SSL_TLS"),
+            ("IMEX_AUTH_SOURCE", "FILE"),
+            ("IMEX_SERVER_KEY", str(tls / TLS_KEY)),
+            ("IMEX_SERVER_CERT", str(tls / TLS_CERT)),
+            ("IMEX_SERVER_CERT_AUTH", str(tls / TLS_CA)),
+            ("IMEX_CLIENT_KEY", str(tls / TLS_KEY)),
+            ("IMEX_CLIENT_CERT", str(tls / TLS_CERT)),
+            ("IMEX_CLIENT_CERT_AUTH", str(tls / TLS_CA)),
+        ]
+        if settings.tls_target_override:
+            values.append(("IMEX_SECURITY_TARGET_OVERRIDE", settings.tls_target_override))
+    else:
+        values.append(("IMEX_ENABLE_AUTH_ENCRYPTION", "0"))
+    lines = ["# nvidia-imex config.cfg, written by the cdo IMEX agent; edits are overwritten."]
+    lines += [f"{key}={value}" for key, value in values]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,444 @@
+"""Simulated nodes with IMEX agents, for the agent's integration tests.
+
+Each test gets a topology on its own random 127.x.0.0 block and its own free IMEX ports. A node
+has a short root directory (unix socket paths are limited to 107 bytes) holding its agent's
+IMEX config directory, hosts file, kubelet root, CDI root and channel device root; its agent
+runs in this process with the node's simulated NVML bound to its tasks, and drives simulated
+``nvidia-imex`` daemons as real subprocesses. The tests play the other writers: the health
+monitor's clique label, the allocator's Placement, the scheduler's claim allocation, and the
+kubelet's plugin calls (through shared.kubeletapi's PluginWatcher).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from services.imex_agent import AgentSettings, CommandImex, ImexAgent
+from services.imex_agent.settings import ENV_PREFIX, DraSettings, ImexSettings
+from shared.bus import EventBus
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
+from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.informer import InformerSettings
+from shared.kube.meta import KubeObject
+from shared.kube.models import Node as NodeObject
+from shared.kube.resources import NAMESPACES, NODES, RESOURCE_CLAIMS
+from shared.kubeletapi import Claim, DraPluginClient, PluginWatcher
+from shared.metrics import Metrics
+from shared.nvml import Nvml, PynvmlNvml
+from shared.settings import env_name
+from sim.nvml import SimulatedNvml, bound_context
+from sim.topology import Cluster, Node, parse_topology
+from tests.integration.imex.cluster import free_port
+from tests.support.wait import wait_for
+
+MAJOR = 234
+FAST_INFORMERS = InformerSettings(backoff_initial_s=0.05, backoff_max_s=0.5)
+
+
+def random_topology_text(*, racks: int = 1, nodes: int = 3) -> str:
+    """A topology on a random 127.x block, so concurrent runs do not meet on one address."""
+    base = f"127.{random.randint(64, 250)}.{random.randrange(0, 200, 8)}.0"
+    rack_lines = "".join(f"  - name: rack-{index}\n" for index in range(racks))
+    return (
+        f"name: imex-agent-test\nnodes_per_rack: {nodes}\naddress_base: {base}\n"
+        f"racks:\n{rack_lines}"
+    )
+
+
+def random_topology(*, racks: int = 1, nodes: int = 3) -> Cluster:
+    return parse_topology(random_topology_text(racks=racks, nodes=nodes))
+
+
+def settings_env(value: msgspec.Struct, *, prefix: str = ENV_PREFIX) -> dict[str, str]:
+    """The CDO_IMEX_AGENT_* variables that make a process read ``value``."""
+    env: dict[str, str] = {}
+
+    def walk(struct: msgspec.Struct, path: tuple[str, ...]) -> None:
+        for field in msgspec.structs.fields(struct):
+            item = getattr(struct, field.name)
+            if isinstance(item, msgspec.Struct):
+                walk(item, (*path, field.name))
+            else:
+                text = str(item).lower() if isinstance(item, bool) else str(item)
+                env[env_name(prefix, (*path, field.name))] = text
+
+    walk(value, ())
+    return env
+
+
+def fast_imex(**overrides: Any) -> dict[str, Any]:
+    """IMEX settings that keep a test short (the command lines are set per node)."""
+    values: dict[str, Any] = {
+        "restart_backoff_initial_s": 0.3,
+        "restart_backoff_max_s": 2.0,
+        "stop_timeout_s": 5.0,
+        "map_settle_s": 1.0,
+        "reload_min_interval_s": 0.5,
+        "poll_interval_s": 2.0,
+        "fast_poll_interval_s": 0.3,
+        "fast_poll_window_s": 3.0,
+        "clique_refresh_s": 0.5,
+    }
+    values.update(overrides)
+    return values
+
+
+class SimNode:
+    """One simulated node: its topology entry, NVML, files, and (while started) its agent."""
+
+    def __init__(self, cluster: ImexCluster, node: Node, root: Path) -> None:
+        self.cluster = cluster
+        self.topology = node
+        self.name = node.name
+        self.address = node.address
+        self.root = root
+        self.nvml = SimulatedNvml(node)
+        self.agent: ImexAgent | None = None
+        self.nvml_handle: Nvml | None = None
+        self.bus: EventBus | None = None
+        self.metrics = Metrics()
+        self.imex_overrides: dict[str, Any] = {}
+        self.dra_overrides: dict[str, Any] = {}
+        self.daemon_extra: str = f"--sigusr1-interval {0.5}"
+
+    @property
+    def hosts_file(self) -> Path:
+        return self.root / "hosts"
+
+    @property
+    def imex_dir(self) -> Path:
+        return self.root / "imex"
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.root / "kubelet"
+
+    @property
+    def cdi_root(self) -> Path:
+        return self.root / "cdi"
+
+    @property
+    def device_root(self) -> Path:
+        return self.root / "dev"
+
+    def settings(self) -> AgentSettings:
+        python = sys.executable
+        imex = ImexSettings(
+            daemon_command=(
+                f"{python} -m sim.imex.daemon --hosts-file {self.hosts_file} {self.daemon_extra}"
+            ),
+            ctl_command=f"{python} -m sim.imex.ctl --hosts-file {self.hosts_file}",
+            config_dir=str(self.imex_dir),
+            hosts_file=str(self.hosts_file),
+            server_port=self.cluster.peer_port,
+            cmd_port=self.cluster.cmd_port,
+            **{**fast_imex(), **self.imex_overrides},
+        )
+        dra = DraSettings(
+            kubelet_root=str(self.kubelet_root),
+            cdi_root=str(self.cdi_root),
+            device_root=str(self.device_root),
+            device_mode="placeholder",
+            proc_devices=str(self.cluster.proc_devices),
+            attachments=4,
+            **self.dra_overrides,
+        )
+        return AgentSettings(
+            node_name=self.name,
+            address=self.address,
+            imex=imex,
+            dra=dra,
+            informer=FAST_INFORMERS,
+        )
+
+    def nodes_config(self) -> str:
+        path = self.imex_dir / "nodes_config.cfg"
+        return path.read_text() if path.exists() else ""
+
+
+class ImexCluster:
+    """The nodes of one test and the API/bus around them."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        bus_factory: Callable[..., Any],
+        topology: Cluster,
+        root_factory: Callable[[], Path],
+        work: Path,
+    ) -> None:
+        self.client = client
+        self.bus_factory = bus_factory
+        self.topology = topology
+        self.peer_port = free_port()
+        self.cmd_port = free_port()
+        self.proc_devices = work / "proc-devices"
+        self.proc_devices.write_text(
+            f"Character devices:\n  1 mem\n{MAJOR} nvidia-caps-imex-channels\n\n"
+            "Block devices:\n  8 sd\n"
+        )
+        self.nodes = {node.name: SimNode(self, node, root_factory()) for node in topology.nodes}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._watchers: dict[str, tuple[PluginWatcher, asyncio.Task[None]]] = {}
+
+    def __getitem__(self, name: str) -> SimNode:
+        return self.nodes[name]
+
+    def node_list(self) -> list[SimNode]:
+        return list(self.nodes.values())
+
+    # -- the API side ---------------------------------------------------------------------------
+
+    async def register(
+        self, node: SimNode, *, labelled: bool = True, clique: str | None = None
+    ) -> None:
+        """Create the Node object, labelled with its clique as the health monitor would."""
+        labels = {"kubernetes.io/hostname": node.name}
+        if labelled:
+            labels[CLIQUE_LABEL] = clique or node.topology.clique
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node.name, "labels": labels},
+            "status": {"addresses": [{"type": "InternalIP", "address": node.address}]},
+        }
+        await self.client.create(NODES, body)
+
+    async def label(self, node: SimNode, clique: str | None) -> None:
+        await self.client.patch(NODES, node.name, {"metadata": {"labels": {CLIQUE_LABEL: clique}}})
+
+    async def node_object(self, name: str) -> NodeObject:
+        return msgspec.json.decode(await self.client.get(NODES, name), type=NodeObject)
+
+    async def condition(self, name: str) -> tuple[str, str] | None:
+        condition = (await self.node_object(name)).condition("cdo.dev/ImexReady")
+        return None if condition is None else (condition.status, condition.reason)
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    async def start(self, node: SimNode, *, with_bus: bool = True) -> ImexAgent:
+        node.bus = await self.bus_factory(f"agent-{node.name}") if with_bus else None
+        agent = ImexAgent(
+            settings=node.settings(),
+            nvml=node.nvml_handle or PynvmlNvml(),
+            imex=CommandImex(
+                daemon_argv=node.settings().imex.daemon_argv,
+                ctl_argv=node.settings().imex.ctl_argv,
+            ),
+            client=self.client,
+            bus=node.bus,
+            metrics=node.metrics,
+        )
+        node.agent = agent
+        self._tasks[node.name] = asyncio.create_task(
+            agent.run(), name=f"agent {node.name}", context=bound_context(node.nvml)
+        )
+        return agent
+
+    async def stop(self, node: SimNode) -> None:
+        task = self._tasks.pop(node.name, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def task(self, node: SimNode) -> asyncio.Task[None]:
+        return self._tasks[node.name]
+
+    def check_agents(self) -> None:
+        """Fail at once when an agent task died."""
+        for name, task in self._tasks.items():
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise AssertionError(f"agent {name} failed") from task.exception()
+
+    async def close(self) -> None:
+        for name in list(self._tasks):
+            await self.stop(self.nodes[name])
+        for watcher, task in self._watchers.values():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await watcher.close()
+
+    # -- the kubelet side -----------------------------------------------------------------------
+
+    async def kubelet(self, node: SimNode) -> PluginWatcher:
+        """A plugin watcher on the node's plugins_registry, as the node's kubelet has."""
+        if node.name not in self._watchers:
+            watcher = PluginWatcher(
+                registry_dir=node.kubelet_root / "plugins_registry", scan_interval=0.05
+            )
+            task = asyncio.create_task(watcher.run(), name=f"kubelet {node.name}")
+            self._watchers[node.name] = (watcher, task)
+        return self._watchers[node.name][0]
+
+    async def plugin(self, node: SimNode) -> DraPluginClient:
+        watcher = await self.kubelet(node)
+
+        def registered() -> DraPluginClient | None:
+            self.check_agents()
+            return watcher.client(DRIVER_NAME) if DRIVER_NAME in watcher.plugins else None
+
+        return await wait_for(registered, timeout=15, what=f"plugin of {node.name} registered")
+
+
+# -- the allocator's and the scheduler's writes --------------------------------------------------
+
+
+class Domain(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str
+    channel: int
+    clique: str
+
+
+async def ensure_namespace(client: KubeClient, name: str) -> None:
+    try:
+        await client.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+    except KubeApiError as exc:
+        if not exc.already_exists:
+            raise
+
+
+async def install(client: KubeClient) -> None:
+    await install_crds(client)
+
+
+async def create_domain(
+    client: KubeClient,
+    *,
+    namespace: str,
+    name: str,
+    channel: int,
+    clique: str,
+    members: tuple[tuple[str, int], ...] = (),
+) -> Domain:
+    """A ComputeDomain and the Placement the allocator would write for it."""
+    await ensure_namespace(client, namespace)
+    body = {
+        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "kind": COMPUTE_DOMAINS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+    }
+    domain = msgspec.json.decode(
+        await client.create(COMPUTE_DOMAINS, body, namespace=namespace), type=KubeObject
+    )
+    uid = domain.metadata.uid
+    placement = {
+        "apiVersion": PLACEMENTS.api_version,
+        "kind": PLACEMENTS.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": [
+                {
+                    "apiVersion": COMPUTE_DOMAINS.api_version,
+                    "kind": COMPUTE_DOMAINS.kind,
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "clique": clique,
+            "channel": channel,
+            "gpusPerPod": 1,
+            "size": max(1, len(members)),
+            "members": [{"node": node, "slot": slot} for node, slot in members],
+        },
+    }
+    await client.create(PLACEMENTS, placement, namespace=namespace)
+    return Domain(namespace=namespace, name=name, uid=uid, channel=channel, clique=clique)
+
+
+async def create_claim(
+    client: KubeClient,
+    *,
+    namespace: str,
+    name: str,
+    domain: Domain | None,
+    node: str,
+    device: str = "attach-0",
+    labels: dict[str, str] | None = None,
+) -> Claim:
+    """A claim as made from the domain's template, allocated on ``node`` as the scheduler does."""
+    await ensure_namespace(client, namespace)
+    claim_labels = dict(labels or {})
+    if domain is not None and labels is None:
+        claim_labels = {DOMAIN_LABEL: domain.name, DOMAIN_UID_LABEL: domain.uid}
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": claim_labels},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "channel",
+                        "exactly": {"deviceClassName": "compute-domain-channel.cdo.dev"},
+                    }
+                ]
+            }
+        },
+    }
+    created = msgspec.json.decode(
+        await client.create(RESOURCE_CLAIMS, body, namespace=namespace), type=KubeObject
+    )
+    allocation = {
+        "devices": {
+            "results": [
+                {"request": "channel", "driver": DRIVER_NAME, "pool": node, "device": device}
+            ]
+        },
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            ]
+        },
+    }
+    await client.patch(
+        RESOURCE_CLAIMS,
+        name,
+        {"status": {"allocation": allocation}},
+        namespace=namespace,
+        subresource="status",
+    )
+    return Claim(namespace=namespace, uid=created.metadata.uid, name=name)
+
+
+@contextlib.asynccontextmanager
+async def imex_cluster(
+    *,
+    client: KubeClient,
+    bus_factory: Callable[..., Any],
+    topology: Cluster,
+    root_factory: Callable[[], Path],
+    work: Path,
+) -> AsyncIterator[ImexCluster]:
+    cluster = ImexCluster(
+        client=client,
+        bus_factory=bus_factory,
+        topology=topology,
+        root_factory=root_factory,
+        work=work,
+    )
+    try:
+        yield cluster
+    finally:
+        await cluster.close()

@@ -1,0 +1,148 @@
+"""The simulated kubelet runs a pod of a domain: its claim is prepared by the agent's plugin.
+
+The kubelet registers the node, finds the agent's plugin through its plugins_registry, calls
+NodePrepareResources for the pod's claim and records the CDI ids it got on the pod; when the
+pod goes, it calls NodeUnprepareResources and the agent removes the channel and the spec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+
+from shared.crds.names import CLIQUE_LABEL
+from shared.kube.client import KubeClient
+from shared.kube.informer import InformerSettings
+from shared.kube.meta import KubeObject
+from shared.kube.resources import PODS, RESOURCE_CLAIMS
+from sim.kubeapi import ServerConfig
+from sim.kubelet import CDI_DEVICES_ANNOTATION, KubeletSettings, SimulatedKubelet
+from tests.integration.imex_agent.harness import ImexCluster, create_claim, create_domain
+from tests.support.wait import wait_for
+
+FAST = KubeletSettings(
+    lease_duration_s=1,
+    heartbeat_interval_s=0.2,
+    status_update_interval_s=0.5,
+    status_report_interval_s=5.0,
+    retry_backoff_s=0.05,
+    retry_backoff_max_s=0.5,
+    plugin_scan_interval_s=0.05,
+    plugin_call_timeout_s=5.0,
+)
+
+
+@pytest.fixture
+def emulator_config() -> ServerConfig:
+    return ServerConfig(bookmark_interval_s=0.5, pod_graceful_deletion=True)
+
+
+class _PodStatus(msgspec.Struct, frozen=True):
+    phase: str = ""
+
+
+class _Pod(KubeObject, frozen=True, kw_only=True):
+    status: _PodStatus = msgspec.field(default_factory=_PodStatus)
+
+
+async def get_pod(client: KubeClient, namespace: str, name: str) -> _Pod | None:
+    raw = await client.get_or_none(PODS, name, namespace=namespace)
+    return None if raw is None else msgspec.json.decode(raw, type=_Pod)
+
+
+@contextlib.asynccontextmanager
+async def kubelet_running(kubelet: SimulatedKubelet) -> AsyncIterator[None]:
+    task = asyncio.create_task(kubelet.run(), name=f"kubelet {kubelet.node.name}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_pod_of_a_domain_gets_its_channel_through_the_kubelet(
+    cluster: ImexCluster,
+) -> None:
+    sim = cluster.node_list()[0]
+    client = cluster.client
+    clique = sim.topology.clique
+    kubelet = SimulatedKubelet(
+        sim.topology,
+        client=client,
+        plugins_dir=sim.kubelet_root / "plugins_registry",
+        settings=FAST,
+        labels={CLIQUE_LABEL: clique},  # the health monitor's label, set at registration
+        informer_settings=InformerSettings(backoff_initial_s=0.05, backoff_max_s=0.5),
+    )
+    async with kubelet_running(kubelet):
+        await cluster.start(sim)
+        domain = await create_domain(
+            client, namespace="ml", name="train", channel=12, clique=clique
+        )
+        claim = await create_claim(
+            client, namespace="ml", name="train-0-channel", domain=domain, node=sim.name
+        )
+        pod_body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "train-0", "namespace": "ml"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.test/train:1",
+                        "resources": {"claims": [{"name": "channel"}]},
+                    }
+                ],
+                "resourceClaims": [{"name": "channel", "resourceClaimName": claim.name}],
+            },
+        }
+        pod = msgspec.json.decode(await client.create(PODS, pod_body, namespace="ml"), type=_Pod)
+        await client.patch(
+            RESOURCE_CLAIMS,
+            claim.name,
+            {
+                "status": {
+                    "reservedFor": [
+                        {"resource": "pods", "name": "train-0", "uid": pod.metadata.uid}
+                    ]
+                }
+            },
+            namespace="ml",
+            subresource="status",
+        )
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "train-0", "namespace": "ml"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": sim.name},
+        }
+        await client.request(
+            "POST", PODS.path(namespace="ml", name="train-0", subresource="binding"), body=binding
+        )
+
+        async def running() -> _Pod | None:
+            cluster.check_agents()
+            current = await get_pod(client, "ml", "train-0")
+            return current if current is not None and current.status.phase == "Running" else None
+
+        current = await wait_for(running, timeout=30, what="the pod running")
+        devices = json.loads(current.metadata.annotations[CDI_DEVICES_ANNOTATION])
+        assert devices == [f"cdo.dev/imex-channel={claim.uid}"]
+        spec = sim.cdi_root / f"cdo.dev-imex-channel_{claim.uid}.json"
+        assert (sim.device_root / "channel12").exists()
+        assert spec.exists()
+
+        await client.delete(PODS, "train-0", namespace="ml")
+
+        async def cleaned() -> bool:
+            gone = await get_pod(client, "ml", "train-0") is None
+            return gone and not spec.exists() and not (sim.device_root / "channel12").exists()
+
+        await wait_for(cleaned, timeout=30, what="the pod gone and its channel removed")
