@@ -10,7 +10,7 @@ Throughput: a burst of --messages, rate measured at the subscriber from first to
 Latency: --latency-messages paced at --rate, publish -> handler entry (perf_counter is the
 system-wide monotonic clock, so both processes read the same clock).
 
-    python bench/bus.py [--messages 20000] [--latency-messages 2000] [--rate 1000] [--rounds 3]
+    python -m bench.bus [--messages 20000] [--latency-messages 2000] [--rate 1000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import msgspec
 import nats
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
@@ -36,6 +37,8 @@ from shared.bus import cloudevents as ce
 from shared.events import DomainMember, DomainMembershipChanged, Event
 from shared.metrics import Metrics
 from sim.natsserver import NatsServer
+
+BURST_DONE = "bench.control.burst-done"
 
 VARIANTS = {
     "raw": "raw nats-py",
@@ -80,6 +83,7 @@ class Tally:
         self.first = 0.0
         self.last = 0.0
         self.latencies: list[float] = []
+        self.burst_done = asyncio.Event()
         self.done = asyncio.Event()
 
     def see(self, tag: str) -> None:
@@ -91,8 +95,10 @@ class Tally:
             if self.burst == 1:
                 self.first = now
             self.last = now
-        if self.burst >= self.messages and len(self.latencies) >= self.latency_messages:
-            self.done.set()
+        if self.burst >= self.messages:
+            self.burst_done.set()
+            if len(self.latencies) >= self.latency_messages:
+                self.done.set()
 
     def result(self) -> dict[str, float]:
         return {
@@ -133,14 +139,34 @@ async def subscriber(args: argparse.Namespace) -> None:
 
         await bus.subscribe(subject, on_event)
         await bus.nc.flush()
+    control = await nats.connect(args.url)
     print("ready", flush=True)
+    # The latency phase starts only once the burst is fully handled, so paced messages do not
+    # queue behind it.
+    await asyncio.wait_for(tally.burst_done.wait(), timeout=300)
+    await control.publish(BURST_DONE, b"")
+    await control.flush()
     await asyncio.wait_for(tally.done.wait(), timeout=300)
+    await control.close()
     print(json.dumps(tally.result()), flush=True)
+
+
+async def wait_burst_done(url: str) -> tuple[Client, asyncio.Event]:
+    control = await nats.connect(url)
+    drained = asyncio.Event()
+
+    async def on_done(_msg: Msg) -> None:
+        drained.set()
+
+    await control.subscribe(BURST_DONE, cb=on_done)
+    await control.flush()
+    return control, drained
 
 
 async def publisher(args: argparse.Namespace) -> None:
     template = sample_event()
     pace = 1 / args.rate
+    control, drained = await wait_burst_done(args.url)
     if args.variant == "raw":
         headers, payload = ce.encode(template)
         subject = template.subject()
@@ -148,6 +174,7 @@ async def publisher(args: argparse.Namespace) -> None:
         for _ in range(args.messages):
             await nc.publish(subject, payload, headers={**headers, "ce-id": "b"})
         await nc.flush()
+        await asyncio.wait_for(drained.wait(), timeout=300)
         start = time.perf_counter()
         for n in range(args.latency_messages):
             await asyncio.sleep(max(0.0, start + n * pace - time.perf_counter()))
@@ -155,6 +182,7 @@ async def publisher(args: argparse.Namespace) -> None:
             await nc.publish(subject, payload, headers={**headers, "ce-id": tag})
         await nc.flush()
         await nc.close()
+        await control.close()
         return
     bus = make_bus(args.url, "bench-publisher", sampled=args.variant == "bus")
     await bus.connect()
@@ -164,6 +192,7 @@ async def publisher(args: argparse.Namespace) -> None:
     for event in burst:
         await bus.publish(event)
     await bus.flush()
+    await asyncio.wait_for(drained.wait(), timeout=300)
     start = time.perf_counter()
     for n in range(args.latency_messages):
         await asyncio.sleep(max(0.0, start + n * pace - time.perf_counter()))
@@ -172,6 +201,7 @@ async def publisher(args: argparse.Namespace) -> None:
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
     await bus.close()
+    await control.close()
 
 
 def run_pair(args: argparse.Namespace, url: str, variant: str) -> dict[str, float]:
@@ -180,7 +210,7 @@ def run_pair(args: argparse.Namespace, url: str, variant: str) -> dict[str, floa
         "--messages", str(args.messages), "--latency-messages", str(args.latency_messages),
         "--rate", str(args.rate),
     ]  # fmt: skip
-    me = [sys.executable, __file__]
+    me = [sys.executable, "-m", "bench.bus"]
     sub = subprocess.Popen(
         [*me, "--role", "subscriber", *common], stdout=subprocess.PIPE, text=True
     )

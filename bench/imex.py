@@ -21,22 +21,16 @@ Target: a new domain ready in under 1 s on a running clique.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as ``python bench/imex.py``, Python puts bench/ first on sys.path, where a module named
-# like one of the project's packages (bench/sim.py) would shadow it.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import asyncio
 import contextlib
 import logging
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import msgspec
 import yaml

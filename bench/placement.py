@@ -28,7 +28,7 @@ GPUs the running gangs asked for; stranded GPUs are held but doing no work (the 
 a small pod locked, nodes of partly placed gangs). Decision time is the wall time of one
 placement attempt for a gang, placed or not, including the update of the policy's state.
 
-    python bench/placement.py [--racks 64] [--gangs 8000] [--load 1.6] [--seed 7]
+    python -m bench.placement [--racks 64] [--gangs 8000] [--load 1.6] [--seed 7]
 """
 
 from __future__ import annotations

@@ -6,18 +6,10 @@ completions, each pod "runs" --run-seconds), so more pods than GPUs pass through
 Running as earlier ones finish. Prints bring-up time, time until every pod has been Running, the
 creation->Running latency per pod, and the process RSS.
 
-    python bench/sim.py [--topology sim/topologies/eight-racks.yaml] [--pods 1000]
+    python -m bench.sim [--topology sim/topologies/eight-racks.yaml] [--pods 1000]
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as a script, this file's folder comes first on sys.path, where this very file would shadow
-# the ``sim`` package it measures.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
 
 import argparse
 import asyncio
@@ -26,6 +18,7 @@ import resource
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 from shared.kube.informer import Informer
 from shared.kube.models import Pod
