@@ -14,7 +14,7 @@ Everything runs as separate processes, as in a cluster: the API emulator
 The default size, 1,000 domains, 2,000 nodes and 20,000 pods, takes about a minute on two
 cores. Prints a table and ends with one ``RESULT`` line.
 
-    python bench/controller.py [--domains 1000] [--nodes 2000] [--pods 20000] [--workers 16]
+    python -m bench.controller [--domains 1000] [--nodes 2000] [--pods 20000] [--workers 16]
 """
 
 from __future__ import annotations

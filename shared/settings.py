@@ -71,7 +71,11 @@ def _collect(
         if isinstance(field_type, mi.StructType):
             nested = _collect(field_type, prefix=prefix, path=field_path, environ=environ)
             if nested:
-                raw[field.name] = nested
+                # Variables override single fields of the nested default, which may itself
+                # differ from its class's defaults (e.g. ``inner: Inner = Inner(workers=8)``).
+                default = field.default if isinstance(field.default, msgspec.Struct) else None
+                base = msgspec.to_builtins(default) if default is not None else {}
+                raw[field.name] = {**base, **nested}
             continue
         value = environ.get(env_name(prefix, field_path))
         if value is None:

@@ -1,12 +1,16 @@
-"""Health monitor: GPU, NVLink and fabric health of one node, classified for reactions.
+"""Health monitor: GPU, NVLink and fabric health of one node, and the node's reactions to it.
 
-This package holds the decisions and the NVML reading; the Kubernetes and NATS shell builds
-on them.
+The decisions are pure; the I/O lives in thin shells around them (docs/health-monitor.md):
 
     reading = read_node(nvml)                       # readings: blocking NVML reads
     signals = node_signals(reading, previous=last)  # derive: pure
     verdicts = [classifier.classify(s) for s in signals]
+    faults = [fault_of(s, v) for s, v in zip(signals, verdicts)]     # faults: pure
+    step = advance(episode, faults=faults, now=now, hold_down_s=30)  # state: pure
+    health = desired_health(faults=faults, clique=clique, episode=step.episode, ...)
 
+:class:`HealthMonitor` runs all of it for one node: NVML readings and XID events in, events
+on NATS and the Node's taint, condition and clique labels out (``writer``).
 ``classifier = load_classifier()`` applies the operator overrides of CDO_HEALTH_XID_OVERRIDES
 and CDO_HEALTH_SIGNAL_OVERRIDES (ConfigError on a bad entry). The table and its sources are
 in docs/health-classification.md.
@@ -19,16 +23,28 @@ from services.health_monitor.classification import (
     rule_key,
 )
 from services.health_monitor.derive import event_signal, gpu_signals, node_signals
+from services.health_monitor.faults import Fault, Reaction, fault_of
+from services.health_monitor.monitor import HealthMonitor, Publisher
 from services.health_monitor.overrides import Override, parse_value
 from services.health_monitor.readings import GpuReading, NodeReading, read_gpu, read_node
 from services.health_monitor.rules import Action, Rule, Severity, Verdict, worst
 from services.health_monitor.settings import (
     ENV_PREFIX,
     ClassificationSettings,
+    MonitorSettings,
+    ServiceSettings,
     classifier_from_settings,
     load_classifier,
 )
 from services.health_monitor.signals import Signal
+from services.health_monitor.state import (
+    ConditionState,
+    Episode,
+    NodeHealth,
+    Step,
+    advance,
+    desired_health,
+)
 
 __all__ = [
     "DEFAULT_RULES",
@@ -36,16 +52,29 @@ __all__ = [
     "Action",
     "ClassificationSettings",
     "Classifier",
+    "ConditionState",
+    "Episode",
+    "Fault",
     "GpuReading",
+    "HealthMonitor",
+    "MonitorSettings",
+    "NodeHealth",
     "NodeReading",
     "Override",
+    "Publisher",
+    "Reaction",
     "Rule",
+    "ServiceSettings",
     "Severity",
     "Signal",
+    "Step",
     "Verdict",
+    "advance",
     "classifier_from_settings",
     "classify",
+    "desired_health",
     "event_signal",
+    "fault_of",
     "gpu_signals",
     "load_classifier",
     "node_signals",

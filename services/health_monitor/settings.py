@@ -1,4 +1,11 @@
-"""Settings of health classification, read from CDO_HEALTH_* environment variables."""
+"""Settings of the health monitor, read from CDO_HEALTH_* environment variables.
+
+    python -m services.health_monitor --settings     # every variable, default and meaning
+
+Classification overrides (ClassificationSettings) and the monitor's own pacing
+(MonitorSettings) share the prefix. The runtime's CDO_* settings (NATS, probes, logging,
+tracing) come on top; see docs/runtime.md.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,8 @@ from services.health_monitor.overrides import (
     parse_signal_overrides,
     parse_xid_overrides,
 )
-from shared.settings import Settings, env_name, load_settings
+from shared.kube.informer import InformerSettings
+from shared.settings import Settings, describe_settings, env_name, load_settings
 
 ENV_PREFIX = "CDO_HEALTH_"
 
@@ -54,3 +62,117 @@ def load_classifier(
     """Read ClassificationSettings from the environment and build the classifier."""
     settings = load_settings(ClassificationSettings, prefix=prefix, environ=environ)
     return classifier_from_settings(settings, prefix=prefix)
+
+
+class ServiceSettings(Settings, frozen=True, kw_only=True):
+    """Which node the monitor process watches and how it reaches the API."""
+
+    node_name: Annotated[
+        str, Meta(description="This node's name (downward API spec.nodeName).", min_length=1)
+    ]
+    kubeconfig: Annotated[
+        str, Meta(description="Path of a kubeconfig; empty: the in-cluster service account.")
+    ] = ""
+    request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
+        30.0
+    )
+
+
+class MonitorSettings(Settings, frozen=True, kw_only=True):
+    """How the monitor of one node reads NVML, paces its reactions and writes its Node."""
+
+    field_manager: Annotated[
+        str, Meta(description="fieldManager of the monitor's writes.", min_length=1)
+    ] = "cdo-health-monitor"
+    read_interval_s: Annotated[
+        float,
+        Meta(
+            description="Read fabric, NVLink, ECC, row remapping and recovery action this often "
+            "(XIDs arrive as events, between readings).",
+            gt=0,
+        ),
+    ] = 1.0
+    event_wait_s: Annotated[
+        float,
+        Meta(
+            description="Longest single wait for an NVML event in the worker thread (bounds "
+            "how long stopping takes).",
+            gt=0,
+        ),
+    ] = 0.2
+    hold_down_s: Annotated[
+        float,
+        Meta(
+            description="A taint is removed, and recovery announced, only after the node has "
+            "been without fault for this long.",
+            ge=0,
+        ),
+    ] = 30.0
+    xid_latch_s: Annotated[
+        float,
+        Meta(
+            description="An XID or a rise of the uncorrected ECC count counts as an active "
+            "fault for this long after it was last reported.",
+            gt=0,
+        ),
+    ] = 300.0
+    event_burst: Annotated[
+        int, Meta(description="Fault events the node may publish in a burst.", ge=1)
+    ] = 10
+    event_rate_per_s: Annotated[
+        float,
+        Meta(
+            description="Steady rate of fault events once a burst is spent; the rest are "
+            "counted as suppressed (escalations and recoveries are never suppressed).",
+            ge=0,
+        ),
+    ] = 0.2
+    nvml_retry_s: Annotated[
+        float, Meta(description="First pause before initialising NVML again.", gt=0)
+    ] = 1.0
+    nvml_retry_max_s: Annotated[
+        float, Meta(description="Longest pause between NVML initialisation attempts.", gt=0)
+    ] = 30.0
+    write_retry_s: Annotated[
+        float, Meta(description="First pause before writing the Node again after a failure.", gt=0)
+    ] = 0.5
+    write_retry_max_s: Annotated[
+        float, Meta(description="Longest pause between failed writes of the Node.", gt=0)
+    ] = 30.0
+    conflict_retries: Annotated[
+        int,
+        Meta(description="Re-reads of the Node after a write conflict (409), per write.", ge=0),
+    ] = 5
+    kube_events: Annotated[
+        bool, Meta(description="Record Kubernetes Events on the Node for faults and recoveries.")
+    ] = True
+    informer: InformerSettings = InformerSettings()
+
+
+def load_service_settings(
+    environ: Mapping[str, str] | None = None, *, prefix: str = ENV_PREFIX
+) -> ServiceSettings:
+    """Read ServiceSettings from CDO_HEALTH_* variables; ConfigError names a bad one."""
+    return load_settings(ServiceSettings, prefix=prefix, environ=environ)
+
+
+def load_monitor_settings(
+    environ: Mapping[str, str] | None = None, *, prefix: str = ENV_PREFIX
+) -> MonitorSettings:
+    """Read MonitorSettings from CDO_HEALTH_* variables; ConfigError names a bad one."""
+    return load_settings(MonitorSettings, prefix=prefix, environ=environ)
+
+
+def describe(*, prefix: str = ENV_PREFIX) -> str:
+    """Every CDO_HEALTH_* variable with its default and meaning, one per line."""
+    rows = [
+        row
+        for settings in (ServiceSettings, MonitorSettings, ClassificationSettings)
+        for row in describe_settings(settings, prefix=prefix)
+    ]
+    shown = [(name, default or "(required)", doc) for name, default, doc in rows]
+    width = max(len(name) for name, _default, _doc in shown)
+    value_width = max(len(default) for _name, default, _doc in shown)
+    return "\n".join(
+        f"{name:<{width}}  {default:<{value_width}}  {doc}" for name, default, doc in shown
+    )

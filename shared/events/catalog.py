@@ -48,7 +48,11 @@ class DomainMembershipChanged(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.
     uid: Annotated[str, Meta(description="metadata.uid of the ComputeDomain.")] = ""
     generation: Annotated[int, Meta(description="metadata.generation observed.", ge=0)] = 0
     phase: Annotated[
-        str, Meta(description="Pending | Placed | Ready | NotReady | Degraded | Deleting.")
+        str,
+        Meta(
+            description="Pending | Placed | Ready | NotReady | Degraded | Deleting | Deleted "
+            "(the last event of a domain that is gone)."
+        ),
     ] = "Pending"
     clique: CliqueId = ""
     channel: Annotated[

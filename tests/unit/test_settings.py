@@ -73,3 +73,12 @@ def test_every_setting_is_documented() -> None:
     assert "CDO_NATS_MAX_RECONNECT_ATTEMPTS" in names and "CDO_TRACING_SAMPLE_RATIO" in names
     undocumented = [name for name, _default, doc in rows if not doc]
     assert undocumented == []
+
+
+class WithTunedDefault(Settings, frozen=True, kw_only=True):
+    inner: Inner = Inner(url="nats://tuned", attempts=8)
+
+
+def test_a_variable_overrides_one_field_of_a_tuned_nested_default() -> None:
+    settings = load_settings(WithTunedDefault, prefix="T_", environ={"T_INNER_ATTEMPTS": "2"})
+    assert settings.inner == Inner(url="nats://tuned", attempts=2)

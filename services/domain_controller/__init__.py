@@ -1,0 +1,16 @@
+"""The domain controller: ComputeDomain finalizer and status, the domain's ResourceClaimTemplate,
+the channel DeviceClass, and domain membership events.
+
+Modules, outside in:
+
+- ``__main__``: the composition root;
+- ``controller``: informers, queues, reconcile loops and leader election of one replica;
+- ``caches``: the informers and which domains each change concerns;
+- ``reconciler``: the reconcile of one domain (a thin shell of reads and writes);
+- ``deviceclass``, ``orphans``: the DeviceClass loop; what a crash leaves, collected at start;
+- ``writes``: the API writes, and reading our own writes before the cache shows them;
+- ``facts``, ``status``, ``template``, ``membership``, ``notices``: pure decisions;
+- ``objects``, ``settings``: the slices of pods and nodes kept in cache; CDO_DOMAIN_CONTROLLER_*.
+
+docs/domain-controller.md describes the resource, the status and the deletion flow.
+"""

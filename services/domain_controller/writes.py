@@ -1,0 +1,137 @@
+"""The controller's writes to the API, and reading its own writes back before the cache does.
+
+Every write is idempotent or guarded: finalizer changes carry the resourceVersion they were
+computed from (a stale view fails with 409 and is retried from fresh state); deletions carry the
+uid of what was looked at, so a successor of the same name is never deleted; the status is a
+merge patch of the whole status, which only this controller writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from shared.crds.computedomain import ComputeDomain, ComputeDomainStatus
+from shared.crds.definitions import COMPUTE_DOMAINS
+from shared.crds.names import DOMAIN_FINALIZER
+from shared.kube.client import KubeClient
+from shared.kube.models import DeviceClass, ResourceClaimTemplate
+from shared.kube.resources import DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES
+
+_decode_domain = msgspec.json.Decoder(ComputeDomain)
+_decode_device_class = msgspec.json.Decoder(DeviceClass)
+_decode_template = msgspec.json.Decoder(ResourceClaimTemplate)
+
+
+class OwnWrites:
+    """The newest version of each domain this controller wrote, until its cache shows it.
+
+    A watch event for a write arrives a moment after the write returns. A reconcile in that
+    moment would otherwise act on the older version: add the finalizer twice (a 409 and a retry)
+    or write the same status again.
+    """
+
+    def __init__(self) -> None:
+        self._written: dict[str, tuple[frozenset[str], ComputeDomain]] = {}
+
+    def remember(self, before: ComputeDomain, after: ComputeDomain) -> None:
+        superseded = {before.metadata.resource_version}
+        entry = self._written.get(after.key)
+        if entry is not None and entry[1].metadata.resource_version in superseded:
+            superseded |= entry[0]
+        self._written[after.key] = (frozenset(superseded), after)
+
+    def latest(self, key: str, cached: ComputeDomain | None) -> ComputeDomain | None:
+        entry = self._written.get(key)
+        if entry is None:
+            return cached
+        superseded, written = entry
+        if cached is not None and cached.metadata.resource_version in superseded:
+            return written
+        del self._written[key]  # the cache caught up (or moved past us): trust it again
+        return cached
+
+    def __len__(self) -> int:
+        return len(self._written)
+
+
+class DomainWrites:
+    """Writes to ComputeDomains, their templates and the DeviceClass."""
+
+    def __init__(self, client: KubeClient, *, field_manager: str, own: OwnWrites) -> None:
+        self._client = client
+        self._manager = field_manager
+        self._own = own
+
+    async def _patch_domain(
+        self, domain: ComputeDomain, body: dict[str, Any], *, subresource: str = ""
+    ) -> ComputeDomain:
+        raw = await self._client.patch(
+            COMPUTE_DOMAINS,
+            domain.metadata.name,
+            body,
+            namespace=domain.metadata.namespace,
+            subresource=subresource,
+            field_manager=self._manager,
+        )
+        updated = _decode_domain.decode(raw)
+        self._own.remember(domain, updated)
+        return updated
+
+    async def add_finalizer(self, domain: ComputeDomain) -> ComputeDomain:
+        finalizers = [*domain.metadata.finalizers, DOMAIN_FINALIZER]
+        return await self._patch_domain(domain, self._finalizers(domain, finalizers))
+
+    async def remove_finalizer(self, domain: ComputeDomain) -> None:
+        finalizers = [f for f in domain.metadata.finalizers if f != DOMAIN_FINALIZER]
+        await self._patch_domain(domain, self._finalizers(domain, finalizers))
+
+    @staticmethod
+    def _finalizers(domain: ComputeDomain, finalizers: list[str]) -> dict[str, Any]:
+        # The resourceVersion makes the merge patch conditional: finalizers of others that
+        # arrived since we looked are never dropped.
+        return {
+            "metadata": {
+                "finalizers": finalizers or None,
+                "resourceVersion": domain.metadata.resource_version,
+            }
+        }
+
+    async def write_status(
+        self, domain: ComputeDomain, status: ComputeDomainStatus
+    ) -> ComputeDomain:
+        # None values become JSON null, which a merge patch reads as "remove the field".
+        return await self._patch_domain(
+            domain, {"status": msgspec.to_builtins(status)}, subresource="status"
+        )
+
+    async def create_template(self, body: dict[str, Any]) -> None:
+        await self._client.create(
+            RESOURCE_CLAIM_TEMPLATES, body, namespace=body["metadata"]["namespace"]
+        )
+
+    async def get_template(self, *, namespace: str, name: str) -> ResourceClaimTemplate | None:
+        raw = await self._client.get_or_none(RESOURCE_CLAIM_TEMPLATES, name, namespace=namespace)
+        return None if raw is None else _decode_template.decode(raw)
+
+    async def delete_template(self, *, namespace: str, name: str, uid: str) -> bool:
+        return await self._client.delete(
+            RESOURCE_CLAIM_TEMPLATES, name, namespace=namespace, uid=uid
+        )
+
+    async def patch_template(self, *, namespace: str, name: str, body: dict[str, Any]) -> None:
+        await self._client.patch(
+            RESOURCE_CLAIM_TEMPLATES,
+            name,
+            body,
+            namespace=namespace,
+            field_manager=self._manager,
+        )
+
+    async def create_device_class(self, body: dict[str, Any]) -> None:
+        await self._client.create(DEVICE_CLASSES, body)
+
+    async def patch_device_class(self, name: str, body: dict[str, Any]) -> DeviceClass:
+        raw = await self._client.patch(DEVICE_CLASSES, name, body, field_manager=self._manager)
+        return _decode_device_class.decode(raw)

@@ -1,0 +1,69 @@
+"""The health monitor process of one GPU node (a DaemonSet pod).
+
+python -m services.health_monitor              # run (settings from CDO_* variables)
+python -m services.health_monitor --settings   # list its CDO_HEALTH_* settings
+"""
+
+from __future__ import annotations
+
+import sys
+
+from services.health_monitor.monitor import HealthMonitor
+from services.health_monitor.settings import (
+    describe,
+    load_classifier,
+    load_monitor_settings,
+    load_service_settings,
+)
+from shared.errors import ConfigError
+from shared.kube.client import KubeClient
+from shared.kube.recorder import EventRecorder
+from shared.nvml import PynvmlNvml
+from shared.runtime import ServiceContext, run_service
+from shared.runtime.service import EXIT_CONFIG
+
+COMPONENT = "health-monitor"
+
+
+def main() -> int:
+    if "--settings" in sys.argv[1:]:
+        print(describe())
+        return 0
+    try:
+        service = load_service_settings()
+        settings = load_monitor_settings()
+        classifier = load_classifier()
+    except ConfigError as exc:
+        print(f"{COMPONENT}: invalid setting {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+    async def setup(ctx: ServiceContext) -> None:
+        client = await KubeClient.connect(
+            kubeconfig=service.kubeconfig or None, request_timeout_s=service.request_timeout_s
+        )
+        ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
+        recorder = (
+            EventRecorder(client, component=COMPONENT, instance=ctx.instance, metrics=ctx.metrics)
+            if settings.kube_events
+            else None
+        )
+        monitor = HealthMonitor(
+            node_name=service.node_name,
+            nvml=PynvmlNvml(),
+            client=client,
+            publisher=ctx.bus,
+            metrics=ctx.metrics,
+            settings=settings,
+            classifier=classifier,
+            tracer=ctx.tracer,
+            recorder=recorder,
+        )
+        ctx.readiness.add("nvml", lambda: monitor.nvml_available)
+        ctx.readiness.add("node synced", lambda: monitor.node_synced)
+        ctx.supervisor.start("health monitor", monitor.run())
+
+    return run_service(COMPONENT, setup)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""Apply a node's desired health to its Node object, idempotently (the API shell of nodepatch).
+
+:meth:`NodeWriter.apply` compares the desired health with the Node it is given and writes only
+what differs: the taint first (it is what moves workloads), then the condition, then the
+labels. The taint write carries the read's resourceVersion; on a conflict the Node is read
+again and the diff recomputed, so a kubelet or lifecycle controller writing its own taints in
+between is never overwritten. Every write returns the Node as the server stored it, which
+becomes the base of the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import msgspec
+
+from services.health_monitor.metrics import HealthMetrics
+from services.health_monitor.nodepatch import condition_patch, label_patch, taint_patch
+from services.health_monitor.state import NodeHealth
+from shared.crds.names import GPU_HEALTHY_CONDITION
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.models import Node
+from shared.kube.resources import NODES
+
+log = logging.getLogger("cdo.health_monitor")
+
+_NODE = msgspec.json.Decoder(Node)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class NodeWriter:
+    """Writes the fields the monitor owns on one Node."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        node_name: str,
+        field_manager: str,
+        metrics: HealthMetrics,
+        conflict_retries: int = 5,
+        wall_clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._client = client
+        self._name = node_name
+        self._field_manager = field_manager
+        self._metrics = metrics
+        self._conflict_retries = conflict_retries
+        self._wall_clock = wall_clock
+
+    async def read(self) -> Node:
+        """The Node as the server has it now (KubeApiError 404 while it does not exist)."""
+        return _NODE.decode(await self._client.get(NODES, self._name))
+
+    async def apply(self, health: NodeHealth, node: Node) -> Node:
+        """Bring ``node`` to ``health``; the Node after the last write (``node`` if none)."""
+        node = await self._apply_taints(health, node)
+        patch = condition_patch(
+            node.condition(GPU_HEALTHY_CONDITION), health.condition, now=self._wall_clock()
+        )
+        if patch is not None:
+            node = await self._write("condition", patch, subresource="status", strategic=True)
+        patch = label_patch(node.metadata.labels, health.labels)
+        if patch is not None:
+            node = await self._write("labels", patch)
+        return node
+
+    async def _apply_taints(self, health: NodeHealth, node: Node) -> Node:
+        for attempt in range(self._conflict_retries + 1):
+            patch = taint_patch(
+                node.spec.taints,
+                health.reaction,
+                resource_version=node.metadata.resource_version,
+                now=self._wall_clock(),
+            )
+            if patch is None:
+                return node
+            try:
+                return await self._write("taints", patch)
+            except KubeApiError as exc:
+                if not exc.conflict or attempt == self._conflict_retries:
+                    raise
+                log.debug("taint write conflicted; reading again", extra={"node": self._name})
+                node = await self.read()
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _write(
+        self,
+        field: str,
+        patch: dict[str, object],
+        *,
+        subresource: str = "",
+        strategic: bool = False,
+    ) -> Node:
+        try:
+            body = await self._client.patch(
+                NODES,
+                self._name,
+                patch,
+                subresource=subresource,
+                patch_type="strategic" if strategic else "merge",
+                field_manager=self._field_manager,
+            )
+        except KubeApiError as exc:
+            self._metrics.node_writes.labels(field, "conflict" if exc.conflict else "error").inc()
+            raise
+        self._metrics.node_writes.labels(field, "ok").inc()
+        return _NODE.decode(body)

@@ -1,0 +1,270 @@
+"""ComputeDomain (``resource.nvidia.com/v1beta1``): the object users write.
+
+The spec accepts the manifests of NVIDIA's DRA driver unchanged (``spec.numNodes``,
+``spec.channel.resourceClaimTemplate.name``, ``spec.channel.allocationMode``) and adds one optional
+field, ``spec.gang``. The status keeps NVIDIA's ``status.status`` and ``status.nodes[]`` for
+existing tooling and adds conditions, ``observedGeneration``, the clique and the IMEX channel.
+These Structs are both what services decode and the source of the CRD's schema
+(:mod:`shared.crds.openapi`); docs/domain-controller.md explains every field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from shared.crds.names import MAX_CHANNELS
+from shared.crds.openapi import CRD_DEFAULT
+from shared.kube.meta import KubeObject
+
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+DomainState = Literal["Ready", "NotReady"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+def rule(text: str, message: str, *, field_path: str = "") -> dict[str, Any]:
+    """One ``x-kubernetes-validations`` entry."""
+    entry = {"rule": text, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+class CrdStruct(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Base of the Structs that make up a custom resource's spec and status."""
+
+
+# -- spec --------------------------------------------------------------------------------------
+
+
+class ResourceClaimTemplateReference(CrdStruct, frozen=True, kw_only=True):
+    """The ResourceClaimTemplate the domain controller creates for the domain's workload."""
+
+    name: Annotated[
+        str,
+        Meta(
+            description="Name of the ResourceClaimTemplate, in the domain's namespace. The "
+            "workload's pods reference it in spec.resourceClaims; immutable.",
+            min_length=1,
+            max_length=253,
+            pattern=DNS_SUBDOMAIN,
+            extra_json_schema={
+                "x-kubernetes-validations": [
+                    rule("self == oldSelf", "spec.channel.resourceClaimTemplate.name is immutable")
+                ]
+            },
+        ),
+    ]
+
+
+class ComputeDomainChannel(CrdStruct, frozen=True, kw_only=True):
+    """How the domain's pods get their IMEX channel."""
+
+    resource_claim_template: ResourceClaimTemplateReference
+    allocation_mode: Annotated[
+        Literal["Single", "All"],
+        Meta(
+            description="Single: each pod gets the domain's own channel (isolated from other "
+            "domains). All: each pod gets every channel of its node, as in NVIDIA's driver; "
+            "no isolation. Immutable.",
+            extra={CRD_DEFAULT: True},
+            extra_json_schema={
+                "x-kubernetes-validations": [
+                    rule("self == oldSelf", "spec.channel.allocationMode is immutable")
+                ]
+            },
+        ),
+    ] = "Single"
+
+
+class GangSpec(CrdStruct, frozen=True, kw_only=True):
+    """cdo addition: the size of the gang the allocator places whole, if not the workload's."""
+
+    size: Annotated[
+        int,
+        Meta(
+            description="Pods the allocator places together before any of them starts. "
+            "Without it the allocator takes the workload's replicas or parallelism.",
+            ge=1,
+            le=100_000,
+        ),
+    ]
+    slice_size: (
+        Annotated[
+            int,
+            Meta(
+                description="Split a gang larger than one NVLink clique into slices of this many "
+                "pods, each slice inside one clique. size must be a multiple of it.",
+                ge=1,
+                le=100_000,
+            ),
+        ]
+        | None
+    ) = None
+
+
+class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
+    """What the user asks for."""
+
+    num_nodes: (
+        Annotated[
+            int,
+            Meta(
+                description="Distinct nodes the domain's pods must span (NVIDIA's field). 0 or "
+                "unset: as few as the pods fit on.",
+                ge=0,
+                le=100_000,
+            ),
+        ]
+        | None
+    ) = None
+    channel: Annotated[
+        ComputeDomainChannel, Meta(description="The IMEX channel and the claim template.")
+    ]
+    gang: (
+        Annotated[
+            GangSpec,
+            Meta(
+                description="cdo addition: an explicit gang size and slice size.",
+                extra_json_schema={
+                    "x-kubernetes-validations": [
+                        rule(
+                            "!has(self.sliceSize) || self.size % self.sliceSize == 0",
+                            "spec.gang.size must be a multiple of spec.gang.sliceSize",
+                            field_path=".sliceSize",
+                        )
+                    ]
+                },
+            ),
+        ]
+        | None
+    ) = None
+
+
+SPEC_RULES = [
+    rule(
+        "!has(self.gang) || !has(self.numNodes) || self.numNodes <= self.gang.size",
+        "spec.numNodes must not exceed spec.gang.size: every node needs at least one pod",
+        field_path=".numNodes",
+    )
+]
+ROOT_RULES = [
+    rule(
+        "size(self.metadata.name) <= 63",
+        "metadata.name must be no more than 63 characters: it is the value of label "
+        "cdo.dev/compute-domain on the domain's claims",
+    )
+]
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+class DomainCondition(CrdStruct, frozen=True, kw_only=True):
+    """One aspect of the domain's state (the shape of metav1.Condition)."""
+
+    type: Annotated[
+        str, Meta(description="Ready, Placed, Degraded or Deleting.", min_length=1, max_length=316)
+    ]
+    status: ConditionStatus
+    reason: Annotated[
+        str,
+        Meta(
+            description="Why, in CamelCase, for machines.",
+            min_length=1,
+            max_length=1024,
+            pattern=CONDITION_REASON,
+        ),
+    ]
+    message: Annotated[str, Meta(description="Why, for people.", max_length=32768)]
+    last_transition_time: Annotated[datetime, Meta(description="When status last changed.")]
+    observed_generation: Annotated[
+        int, Meta(description="metadata.generation the condition was computed for.", ge=0)
+    ] = 0
+
+
+class ComputeDomainNode(CrdStruct, frozen=True, kw_only=True):
+    """A node the domain's pods run on (NVIDIA's status.nodes entry)."""
+
+    name: Annotated[str, Meta(description="Node name.", min_length=1)]
+    ip_address: Annotated[str, Meta(description="The node's InternalIP (its IMEX address).")] = ""
+    clique_id: Annotated[
+        str,
+        Meta(description='The node\'s NVLink clique, "<cluster UUID>.<clique id>".'),
+    ] = msgspec.field(default="", name="cliqueID")
+    index: Annotated[
+        int, Meta(description="The node's IMEX slot (tray index) in its clique.", ge=0)
+    ] = 0
+    status: Annotated[
+        DomainState,
+        Meta(description="Ready when its IMEX daemon is READY, no fault, and its pods run."),
+    ] = "NotReady"
+
+
+class ComputeDomainStatus(CrdStruct, frozen=True, kw_only=True):
+    """What the domain controller observed; written only by it."""
+
+    status: Annotated[
+        DomainState, Meta(description="Ready when condition Ready is True (NVIDIA's field).")
+    ] = "NotReady"
+    nodes: Annotated[
+        tuple[ComputeDomainNode, ...],
+        Meta(
+            description="Member nodes, in IMEX slot order (NVIDIA's field).",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+        ),
+    ] = ()
+    conditions: Annotated[
+        tuple[DomainCondition, ...],
+        Meta(
+            description="cdo addition: Ready, Placed, Degraded; Deleting while deleted.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
+        ),
+    ] = ()
+    observed_generation: Annotated[
+        int, Meta(description="cdo addition: metadata.generation this status is for.", ge=0)
+    ] = 0
+    clique: (
+        Annotated[
+            str, Meta(description="cdo addition: the NVLink clique the domain was placed in.")
+        ]
+        | None
+    ) = None
+    channel: (
+        Annotated[
+            int,
+            Meta(
+                description="cdo addition: the domain's IMEX channel, unique within its clique.",
+                ge=0,
+                le=MAX_CHANNELS - 1,
+            ),
+        ]
+        | None
+    ) = None
+
+    def condition(self, kind: str) -> DomainCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+
+class ComputeDomain(KubeObject, frozen=True, kw_only=True):
+    spec: ComputeDomainSpec
+    status: ComputeDomainStatus = msgspec.field(default_factory=ComputeDomainStatus)
+
+    @property
+    def template_name(self) -> str:
+        return self.spec.channel.resource_claim_template.name
+
+    @property
+    def deleting(self) -> bool:
+        return self.metadata.deletion_timestamp is not None

@@ -1,0 +1,42 @@
+"""The names every cdo service agrees on (docs/architecture.md, "Names").
+
+They are API: labels, finalizers, conditions and classes that users and other services see, so
+each is defined once, here.
+"""
+
+from __future__ import annotations
+
+NVIDIA_GROUP = "resource.nvidia.com"
+"""API group of the ComputeDomain, kept from NVIDIA's driver so existing manifests apply."""
+CDO_GROUP = "cdo.dev"
+"""API group of cdo's own records (the Placement)."""
+
+DRIVER_NAME = "compute-domain.cdo.dev"
+"""The DRA driver that publishes channel-attachment devices (the IMEX agent)."""
+CHANNEL_DEVICE_CLASS = "compute-domain-channel.cdo.dev"
+"""DeviceClass a domain's claims request one attachment device from."""
+
+DOMAIN_FINALIZER = "cdo.dev/compute-domain"
+"""Finalizer the domain controller holds on a ComputeDomain until it has released everything."""
+DOMAIN_LABEL = "cdo.dev/compute-domain"
+"""On a domain's ResourceClaimTemplate and every claim made from it: the domain's name."""
+DOMAIN_UID_LABEL = "cdo.dev/compute-domain-uid"
+"""Next to :data:`DOMAIN_LABEL`: the domain's uid, which tells incarnations of a name apart."""
+
+PLACEMENT_GATE = "cdo.dev/placement"
+"""Scheduling gate on a domain's pods until the allocator has placed the gang."""
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+"""Node label: ``"<cluster UUID>.<clique id>"``, the node's NVLink partition."""
+NVLINK_DOMAIN_LABEL = "cdo.dev/nvlink-domain"
+"""Node label: the NVLink domain (cluster UUID, about one rack)."""
+
+GPU_FAULT_TAINT = "cdo.dev/gpu-fault"
+"""Taint the health monitor puts on a node with a GPU or fabric fault."""
+GPU_HEALTHY_CONDITION = "cdo.dev/GpuHealthy"
+"""Node condition written by the health monitor."""
+IMEX_READY_CONDITION = "cdo.dev/ImexReady"
+"""Node condition written by the IMEX agent: True while the node's IMEX daemon is READY."""
+
+MAX_CHANNELS = 2048
+"""IMEX channels per node: ``/dev/nvidia-caps-imex-channels/channel0`` .. ``channel2047``."""

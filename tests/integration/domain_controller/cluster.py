@@ -1,0 +1,263 @@
+"""Driving the cluster around a domain controller, as the other writers would.
+
+The allocator writes Placements, the kubelet binds pods and reports their phase, the IMEX agent
+reports ``cdo.dev/ImexReady`` on its node, the health monitor taints faulty nodes: this module
+does each of those writes the way its real writer does, through the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from shared.bus import EventBus
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, DomainCondition
+from shared.crds.names import GPU_FAULT_TAINT, IMEX_READY_CONDITION
+from shared.events import DomainMembershipChanged, Event
+from shared.events.subjects import DOMAIN_MEMBERSHIP, DOMAIN_SNAPSHOT
+from shared.kube.client import KubeClient
+from shared.kube.meta import KubeObject
+from shared.kube.models import DeviceClass, ResourceClaimTemplate
+from shared.kube.resources import DEVICE_CLASSES, EVENTS, NODES, PODS, RESOURCE_CLAIM_TEMPLATES
+
+NAMESPACE = "default"
+CLIQUE = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a11.1"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def domain_manifest(
+    name: str, template: str, *, num_nodes: int | None = None, **spec: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "kind": COMPUTE_DOMAINS.kind,
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": template}}, **spec},
+    }
+    if num_nodes is not None:
+        body["spec"]["numNodes"] = num_nodes
+    return body
+
+
+class CoreEvent(KubeObject, frozen=True, kw_only=True):
+    reason: str = ""
+    message: str = ""
+    type: str = ""
+
+
+class _EventList(msgspec.Struct):
+    items: list[CoreEvent]
+
+
+class Cluster:
+    """API writes and reads for the tests, through cdo's own client."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    # -- domains ---------------------------------------------------------------------------
+
+    async def create_domain(self, name: str, template: str, **spec: Any) -> ComputeDomain:
+        raw = await self.client.create(
+            COMPUTE_DOMAINS, domain_manifest(name, template, **spec), namespace=NAMESPACE
+        )
+        return msgspec.json.decode(raw, type=ComputeDomain)
+
+    async def domain(self, name: str) -> ComputeDomain | None:
+        raw = await self.client.get_or_none(COMPUTE_DOMAINS, name, namespace=NAMESPACE)
+        return None if raw is None else msgspec.json.decode(raw, type=ComputeDomain)
+
+    async def condition(self, name: str, kind: str) -> DomainCondition | None:
+        domain = await self.domain(name)
+        return None if domain is None else domain.status.condition(kind)
+
+    async def delete_domain(self, name: str) -> None:
+        await self.client.delete(COMPUTE_DOMAINS, name, namespace=NAMESPACE)
+
+    # -- templates and the device class ----------------------------------------------------
+
+    async def template(self, name: str) -> ResourceClaimTemplate | None:
+        raw = await self.client.get_or_none(RESOURCE_CLAIM_TEMPLATES, name, namespace=NAMESPACE)
+        return None if raw is None else msgspec.json.decode(raw, type=ResourceClaimTemplate)
+
+    async def device_class(self, name: str) -> DeviceClass | None:
+        raw = await self.client.get_or_none(DEVICE_CLASSES, name)
+        return None if raw is None else msgspec.json.decode(raw, type=DeviceClass)
+
+    # -- the allocator's Placement ---------------------------------------------------------
+
+    async def place(
+        self,
+        domain: ComputeDomain,
+        members: Sequence[tuple[str, Sequence[str]]],
+        *,
+        channel: int = 3,
+        gpus_per_pod: int = 4,
+        size: int | None = None,
+    ) -> None:
+        """Write the Placement as the allocator does: members are (node, pod names)."""
+        body = {
+            "apiVersion": PLACEMENTS.api_version,
+            "kind": PLACEMENTS.kind,
+            "metadata": {
+                "name": domain.metadata.name,
+                "namespace": NAMESPACE,
+                "ownerReferences": [
+                    {
+                        "apiVersion": COMPUTE_DOMAINS.api_version,
+                        "kind": COMPUTE_DOMAINS.kind,
+                        "name": domain.metadata.name,
+                        "uid": domain.metadata.uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "clique": CLIQUE,
+                "channel": channel,
+                "gpusPerPod": gpus_per_pod,
+                "size": sum(len(pods) for _, pods in members) if size is None else size,
+                "members": [
+                    {
+                        "node": node,
+                        "slot": slot,
+                        "gpus": gpus_per_pod * len(pods),
+                        "pods": list(pods),
+                    }
+                    for slot, (node, pods) in enumerate(members)
+                ],
+            },
+        }
+        await self.client.create(PLACEMENTS, body, namespace=NAMESPACE)
+
+    async def release(self, domain: str) -> None:
+        """Delete the Placement, as the allocator does once it has released the domain."""
+        await self.client.delete(PLACEMENTS, domain, namespace=NAMESPACE)
+
+    # -- nodes, as kubelet, IMEX agent and health monitor report them ------------------------
+
+    async def create_node(self, name: str, *, address: str, imex: str | None = "True") -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"nvidia.com/gpu.clique": CLIQUE}},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": address}],
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": ""}
+                ],
+            },
+        }
+        await self.client.create(NODES, body)
+        if imex is not None:
+            await self.report_imex(name, imex)
+
+    async def report_imex(self, node: str, status: str, *, reason: str = "") -> None:
+        """What the IMEX agent writes: its node condition, merged by type."""
+        condition = {
+            "type": IMEX_READY_CONDITION,
+            "status": status,
+            "reason": reason or ("ImexReady" if status == "True" else "WaitingForPeers"),
+            "message": "nvidia-imex-ctl -q: READY" if status == "True" else "not READY",
+            "lastHeartbeatTime": now(),
+            "lastTransitionTime": now(),
+        }
+        await self.client.patch(
+            NODES,
+            node,
+            {"status": {"conditions": [condition]}},
+            subresource="status",
+            patch_type="strategic",
+        )
+
+    async def taint(self, node: str, *, fault: bool) -> None:
+        """What the health monitor writes: the fault taint on or off."""
+        taints = (
+            [{"key": GPU_FAULT_TAINT, "value": "xid-79", "effect": "NoSchedule"}] if fault else []
+        )
+        await self.client.patch(NODES, node, {"spec": {"taints": taints}})
+
+    # -- pods, as the workload controller, scheduler and kubelet make them -----------------
+
+    async def create_pod(self, name: str, template: str, *, node: str = "") -> None:
+        spec: dict[str, Any] = {
+            "containers": [{"name": "main", "image": "trainer"}],
+            "resourceClaims": [{"name": "channel", "resourceClaimTemplateName": template}],
+        }
+        if node:
+            spec["nodeName"] = node
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": spec,
+        }
+        await self.client.create(PODS, body, namespace=NAMESPACE)
+
+    async def set_phase(self, pod: str, phase: str) -> None:
+        await self.client.patch(
+            PODS, pod, {"status": {"phase": phase}}, namespace=NAMESPACE, subresource="status"
+        )
+
+    async def delete_pod(self, pod: str) -> None:
+        await self.client.delete(PODS, pod, namespace=NAMESPACE)
+
+    async def run_gang(
+        self, domain: ComputeDomain, nodes: Sequence[str], per_node: int = 1
+    ) -> None:
+        """Pods on each node, placed, running, IMEX ready: a domain that should become Ready."""
+        template = domain.spec.channel.resource_claim_template.name
+        members = []
+        for node in nodes:
+            pods = [f"{domain.metadata.name}-{node}-{i}" for i in range(per_node)]
+            for pod in pods:
+                await self.create_pod(pod, template, node=node)
+            members.append((node, pods))
+        await self.place(domain, members)
+        for _, pods in members:
+            for pod in pods:
+                await self.set_phase(pod, "Running")
+
+    # -- Kubernetes Events -------------------------------------------------------------------
+
+    async def events(self, involving: str) -> list[CoreEvent]:
+        raw = await self.client.list(EVENTS, namespace=NAMESPACE)
+        items = msgspec.json.decode(raw, type=_EventList).items
+        return [e for e in items if e.metadata.name.startswith(f"{involving}.")]
+
+
+class MembershipLog:
+    """Every membership event on the bus, in arrival order, and the KV snapshots."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.events: list[DomainMembershipChanged] = []
+
+    async def start(self) -> MembershipLog:
+        async def on_event(event: Event) -> None:
+            if isinstance(event, DomainMembershipChanged):
+                self.events.append(event)
+
+        await self.bus.subscribe(DOMAIN_MEMBERSHIP.wildcard(), on_event)
+        await self.bus.nc.flush()
+        return self
+
+    def of(self, name: str) -> list[DomainMembershipChanged]:
+        return [e for e in self.events if e.name == name]
+
+    def phases(self, name: str) -> list[str]:
+        return [e.phase for e in self.of(name)]
+
+    async def snapshot(self, name: str) -> DomainMembershipChanged | None:
+        key = DOMAIN_SNAPSHOT.render(namespace=NAMESPACE, name=name)
+        for event in await self.bus.snapshots(key):
+            if isinstance(event, DomainMembershipChanged):
+                return event
+        return None

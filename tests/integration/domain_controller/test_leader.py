@@ -1,0 +1,88 @@
+"""Two replicas: only the leader writes; when it dies the other takes over within the lease."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import msgspec
+
+from shared.kube.leader import Lease
+from shared.kube.resources import LEASES
+from tests.support.wait import wait_for
+
+from .cluster import NAMESPACE, Cluster, MembershipLog
+from .conftest import LEASE_DURATION_S, Controller, ControllerFactory
+
+LEASE = "cdo-domain-controller"
+
+
+async def holder(cluster: Cluster) -> str:
+    raw = await cluster.client.get_or_none(LEASES, LEASE, namespace=NAMESPACE)
+    return "" if raw is None else msgspec.json.decode(raw, type=Lease).spec.holder_identity
+
+
+async def reconciles(controller: Controller) -> float:
+    return await controller.counter("cdo_reconciles_total", controller="computedomains")
+
+
+async def test_only_the_leader_writes_and_a_standby_takes_over(
+    cluster: Cluster, start_controller: ControllerFactory, membership: MembershipLog
+) -> None:
+    leader = start_controller("dc-a")
+    await leader.wait_ready()
+    await wait_for(lambda: _holder_is(cluster, "dc-a"), what="dc-a leads")
+    standby = start_controller("dc-b")
+    await standby.wait_ready()  # ready as a warm standby: its caches are synced
+
+    await cluster.create_domain("one", "one-rct")
+    await wait_for(lambda: cluster.template("one-rct"), what="template from the leader")
+    await wait_for(lambda: membership.of("one"), what="event from the leader")
+    await leader.wait_idle()
+    assert await reconciles(leader) > 0
+    assert await reconciles(standby) == 0
+    assert await standby.counter("cdo_bus_messages_published_total") == 0
+    assert {e.source for e in membership.of("one")} == {"cdo/domain-controller/dc-a"}
+
+    killed_at = time.monotonic()
+    leader.kill()
+    await cluster.create_domain("two", "two-rct")
+    await wait_for(
+        lambda: cluster.template("two-rct"), timeout=LEASE_DURATION_S + 5, what="takeover"
+    )
+    took = time.monotonic() - killed_at
+    assert took < LEASE_DURATION_S + 2, f"took {took:.1f}s for a {LEASE_DURATION_S}s lease"
+    assert await holder(cluster) == "dc-b"
+    assert await reconciles(standby) > 0
+    await standby.wait_idle()
+    # The new leader started from the snapshots: it published "one" no more than before.
+    assert [e.phase for e in membership.of("one")] == ["Pending"]
+    (two,) = await wait_for(lambda: membership.of("two"), what="event from the new leader")
+    assert two.source == "cdo/domain-controller/dc-b"
+
+
+async def test_a_leader_that_loses_its_lease_exits(
+    cluster: Cluster, start_controller: ControllerFactory
+) -> None:
+    leader = start_controller("dc-x")
+    await leader.wait_ready()
+    await wait_for(lambda: _holder_is(cluster, "dc-x"), what="dc-x leads")
+    raw = await cluster.client.get(LEASES, LEASE, namespace=NAMESPACE)
+    lease = msgspec.json.decode(raw, type=Lease)
+    await cluster.client.patch(
+        LEASES,
+        LEASE,
+        {
+            "metadata": {"resourceVersion": lease.metadata.resource_version},
+            "spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 60},
+        },
+        namespace=NAMESPACE,
+    )
+    code = await asyncio.to_thread(leader.process.wait, 10)
+    assert code == 1
+    lost = [r for r in leader.process.log_records() if "LeadershipLost" in str(r)]
+    assert lost, leader.process.stderr_text()[-2000:]
+
+
+async def _holder_is(cluster: Cluster, identity: str) -> bool:
+    return await holder(cluster) == identity

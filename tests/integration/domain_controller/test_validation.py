@@ -1,0 +1,112 @@
+"""Bad specs are refused by the API server, with a message that names the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+
+from .cluster import NAMESPACE, Cluster, domain_manifest
+
+
+async def rejected(client: KubeClient, body: dict[str, Any]) -> str:
+    with pytest.raises(KubeApiError) as caught:
+        await client.create(COMPUTE_DOMAINS, body, namespace=NAMESPACE)
+    assert caught.value.code == 422, caught.value
+    return caught.value.message
+
+
+def with_channel(**channel: Any) -> dict[str, Any]:
+    body = domain_manifest("d", "d-rct")
+    body["spec"]["channel"] = channel
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        pytest.param(
+            domain_manifest("d", "d-rct", num_nodes=-1),
+            "spec.numNodes",
+            "greater than or equal to 0",
+            id="negative numNodes",
+        ),
+        pytest.param(
+            with_channel(resourceClaimTemplate={"name": "d-rct"}, allocationMode="Some"),
+            "spec.channel.allocationMode",
+            '"All", "Single"',
+            id="unknown allocation mode",
+        ),
+        pytest.param(
+            domain_manifest("d", "Not_A_Name"),
+            "spec.channel.resourceClaimTemplate.name",
+            "should match",
+            id="template name not a DNS subdomain",
+        ),
+        pytest.param(
+            with_channel(allocationMode="Single"),
+            "spec.channel.resourceClaimTemplate",
+            "Required",
+            id="no template",
+        ),
+        pytest.param(
+            {**domain_manifest("d", "d-rct"), "spec": {"numNodes": 2}},
+            "spec.channel",
+            "Required",
+            id="no channel",
+        ),
+        pytest.param(
+            domain_manifest("d", "d-rct", gang={"size": 10, "sliceSize": 4}),
+            "spec.gang.sliceSize",
+            "spec.gang.size must be a multiple of spec.gang.sliceSize",
+            id="gang not a whole number of slices",
+        ),
+        pytest.param(
+            domain_manifest("d", "d-rct", num_nodes=9, gang={"size": 8}),
+            "spec.numNodes",
+            "must not exceed spec.gang.size",
+            id="more nodes than pods",
+        ),
+        pytest.param(
+            domain_manifest("d" * 64, "d-rct"),
+            "metadata.name",
+            "no more than 63 characters",
+            id="name too long for a label value",
+        ),
+    ],
+)
+async def test_invalid_specs_are_rejected_naming_the_field(
+    cluster: Cluster, body: dict[str, Any], field: str, words: str
+) -> None:
+    message = await rejected(cluster.client, body)
+    assert field in message and words in message, message
+
+
+async def test_template_name_and_allocation_mode_are_immutable(cluster: Cluster) -> None:
+    await cluster.create_domain("d", "d-rct", numNodes=2)
+    for patch, field in [
+        ({"channel": {"resourceClaimTemplate": {"name": "other"}}}, "resourceClaimTemplate.name"),
+        ({"channel": {"allocationMode": "All"}}, "allocationMode"),
+    ]:
+        with pytest.raises(KubeApiError) as caught:
+            await cluster.client.patch(COMPUTE_DOMAINS, "d", {"spec": patch}, namespace=NAMESPACE)
+        assert caught.value.code == 422
+        assert f"spec.channel.{field} is immutable" in caught.value.message
+    # numNodes is not part of the channel and may change (the allocator grows the domain).
+    await cluster.client.patch(COMPUTE_DOMAINS, "d", {"spec": {"numNodes": 3}}, namespace=NAMESPACE)
+
+
+async def test_placement_channel_must_exist(cluster: Cluster) -> None:
+    body = {
+        "apiVersion": PLACEMENTS.api_version,
+        "kind": "Placement",
+        "metadata": {"name": "d", "namespace": NAMESPACE},
+        "spec": {"clique": "c.1", "channel": 2048, "gpusPerPod": 4, "size": 1},
+    }
+    with pytest.raises(KubeApiError) as caught:
+        await cluster.client.create(PLACEMENTS, body, namespace=NAMESPACE)
+    assert caught.value.code == 422 and "spec.channel" in caught.value.message

@@ -1,0 +1,161 @@
+"""The CRDs come from the Structs: committed YAML in step, schema structural, writes valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import jsonschema
+import msgspec
+import pytest
+import yaml
+from msgspec import Meta
+
+from services.domain_controller.status import compute_status
+from shared.crds import (
+    COMPUTE_DOMAINS,
+    ComputeDomain,
+    ComputeDomainStatus,
+    Placement,
+    all_crds,
+    compute_domain_crd,
+    placement_crd,
+)
+from shared.crds.openapi import CRD_DEFAULT, struct_schema
+from shared.crds.render import drift, render_files
+
+from .builders import NOW, facts
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD_DIR = ROOT / "deploy" / "kustomize" / "base" / "crds"
+
+SEED: dict[str, Any] = {
+    "apiVersion": "resource.nvidia.com/v1beta1",
+    "kind": "ComputeDomain",
+    "metadata": {"name": "training-domain-1"},
+    "spec": {"channel": {"resourceClaimTemplate": {"name": "training-domain-1-rct"}}},
+}
+
+
+def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def test_committed_yaml_matches_the_code() -> None:
+    stale = drift(CRD_DIR)
+    assert not stale, (
+        f"{stale} drifted from shared/crds: run "
+        "`python -m shared.crds --write deploy/kustomize/base/crds`"
+    )
+    on_disk = {path.name for path in CRD_DIR.iterdir()}
+    assert on_disk == set(render_files())
+
+
+def test_yaml_round_trips_to_the_definitions() -> None:
+    for name, text in render_files().items():
+        if name != "kustomization.yaml":
+            assert yaml.safe_load(text) in all_crds()
+
+
+def walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found = [(path, node)]
+    for key, child in (node.get("properties") or {}).items():
+        found += walk(child, f"{path}.{key}")
+    if isinstance(node.get("items"), dict):
+        found += walk(node["items"], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda crd: crd["metadata"]["name"])
+def test_schema_is_structural(crd: dict[str, Any]) -> None:
+    for path, node in walk(schema_of(crd)):
+        assert "type" in node, f"{path} has no type"
+        assert "nullable" not in node and "anyOf" not in node and "$ref" not in node, path
+        if node.get("x-kubernetes-list-type") == "map":
+            for key in node["x-kubernetes-list-map-keys"]:
+                assert key in node["items"].get("required", []), f"{path}: map key {key}"
+
+
+def test_names_columns_and_subresources() -> None:
+    domain = compute_domain_crd()
+    assert domain["metadata"]["name"] == "computedomains.resource.nvidia.com"
+    version = domain["spec"]["versions"][0]
+    assert (version["name"], version["subresources"]) == ("v1beta1", {"status": {}})
+    columns = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert columns == [
+        ("Status", ".status.status"),
+        ("Clique", ".status.clique"),
+        ("Channel", ".status.channel"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
+    placement = placement_crd()
+    assert placement["metadata"]["name"] == "placements.cdo.dev"
+    assert placement["spec"]["versions"][0]["name"] == "v1alpha1"
+    assert placement["spec"]["scope"] == "Namespaced"
+
+
+def test_the_seed_manifest_fits_the_schema_and_decodes() -> None:
+    jsonschema.validate(SEED, schema_of(compute_domain_crd()))
+    domain = msgspec.convert(SEED, ComputeDomain)
+    assert domain.template_name == "training-domain-1-rct"
+    assert domain.spec.channel.allocation_mode == "Single"
+    assert domain.spec.num_nodes is None and domain.spec.gang is None
+
+
+def test_only_marked_defaults_reach_the_schema() -> None:
+    spec = schema_of(compute_domain_crd())["properties"]["spec"]
+    channel = spec["properties"]["channel"]["properties"]
+    assert channel["allocationMode"]["default"] == "Single"
+    defaults = [path for path, node in walk(schema_of(compute_domain_crd())) if "default" in node]
+    assert defaults == [".spec.channel.allocationMode"]
+
+
+def test_every_status_the_controller_computes_fits_the_schema() -> None:
+    status_schema = schema_of(compute_domain_crd())["properties"]["status"]
+    situations = [facts(), facts(placement=None, pods=(), nodes={}), facts(deleting=True)]
+    for situation in situations:
+        status = compute_status(situation, previous=ComputeDomainStatus(), now=NOW).status
+        body = msgspec.json.decode(msgspec.json.encode(status))
+        jsonschema.validate({k: v for k, v in body.items() if v is not None}, status_schema)
+
+
+def test_a_placement_as_the_allocator_writes_it_fits_and_decodes() -> None:
+    body = {
+        "apiVersion": "cdo.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {
+            "clique": "c.1",
+            "channel": 5,
+            "gpusPerPod": 2,
+            "size": 2,
+            "members": [{"node": "n1", "slot": 3, "gpus": 4, "pods": ["a", "b"]}],
+        },
+    }
+    jsonschema.validate(body, schema_of(placement_crd()))
+    placement = msgspec.convert(body, Placement)
+    assert placement.spec.placed_pods == 2 and placement.spec.members[0].slot == 3
+
+
+def test_resource_matches_the_crd() -> None:
+    domain = compute_domain_crd()["spec"]
+    assert (COMPUTE_DOMAINS.group, COMPUTE_DOMAINS.plural) == (
+        domain["group"],
+        domain["names"]["plural"],
+    )
+
+
+class Bounded(msgspec.Struct):
+    count: Annotated[int, Meta(gt=0)]
+
+
+class DefaultWithout(msgspec.Struct):
+    mode: Annotated[str, Meta(extra={CRD_DEFAULT: True})]
+
+
+def test_schema_generation_refuses_what_crds_cannot_say() -> None:
+    with pytest.raises(TypeError, match="ge/le"):
+        struct_schema(Bounded)
+    with pytest.raises(ValueError, match="needs a default"):
+        struct_schema(DefaultWithout)
