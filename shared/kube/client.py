@@ -9,6 +9,7 @@ errors are raised as :class:`KubeApiError` with the server's Status.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +36,7 @@ class KubeClient:
     def __init__(self, api: k8s.ApiClient, *, request_timeout_s: float = 30.0) -> None:
         self._api = api
         self._timeout = request_timeout_s
+        _skip_env_lookups_when_unused(api)
 
     @classmethod
     async def connect(
@@ -257,6 +259,25 @@ class KubeClient:
                     yield line
         finally:
             response.release()
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "ws_proxy", "wss_proxy")
+
+
+def _skip_env_lookups_when_unused(api: k8s.ApiClient) -> None:
+    """Stop the HTTP session looking up proxies and netrc per request when there are none.
+
+    kubernetes-asyncio opens its session with ``trust_env=True``, which costs two thread-pool
+    round trips on every request (a netrc lookup and a proxy lookup). With no proxy variables and
+    no netrc file those lookups always come back empty, so they are switched off once, here.
+    """
+    environ = {key.lower() for key, value in os.environ.items() if value}
+    netrc = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
+    if environ.intersection(_PROXY_VARIABLES) or netrc.exists():
+        return
+    session = getattr(api.rest_client, "pool_manager", None)
+    if isinstance(session, aiohttp.ClientSession):
+        session._trust_env = False
 
 
 def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
