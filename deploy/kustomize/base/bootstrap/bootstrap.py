@@ -1,0 +1,399 @@
+"""cdo-bootstrap: the Secrets a cdo installation needs before its pods can start, made once.
+
+Run by the ``cdo-bootstrap`` Job at install and on every later ``kubectl apply`` after the Job
+has expired; every step is idempotent and keeps what is still good:
+
+1. ``cdo-nats-users``: one random password per NATS user (keys are added, never changed);
+2. ``cdo-ca``: a private CA (ECDSA P-256, 10 years) that signs the certificates below;
+3. ``cdo-clique-allocator-webhook-tls``: the allocator's serving certificate for
+   ``cdo-clique-allocator.<namespace>.svc``, and the CA written into the caBundle of the
+   MutatingWebhookConfiguration ``cdo-clique-allocator``;
+4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
+   servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
+   (the one identity every IMEX daemon presents to its peers, checked against the name
+   ``cdo-imex``).
+
+A certificate is issued again when it is missing, was not signed by the current CA, names other
+hosts, or expires within 30 days. With cert-manager (its component sets
+``CDO_BOOTSTRAP_CERTIFICATES=false``) only the passwords are made here.
+
+Settings (environment): ``CDO_BOOTSTRAP_NAMESPACE`` (required), ``CDO_BOOTSTRAP_KUBECONFIG``,
+``CDO_BOOTSTRAP_CERTIFICATES``, ``CDO_BOOTSTRAP_TLS_CERTS``, ``CDO_BOOTSTRAP_NATS_USERS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import ipaddress
+import logging
+import secrets
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import msgspec
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from msgspec import Meta
+
+from shared.errors import ConfigError
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.resources import Resource, core
+from shared.settings import Settings, load_settings
+
+log = logging.getLogger("cdo.bootstrap")
+
+SECRETS = core("secrets", "Secret")
+MUTATING_WEBHOOKS = Resource(
+    group="admissionregistration.k8s.io",
+    version="v1",
+    plural="mutatingwebhookconfigurations",
+    kind="MutatingWebhookConfiguration",
+    namespaced=False,
+)
+
+NATS_USERS_SECRET = "cdo-nats-users"
+CA_SECRET = "cdo-ca"
+WEBHOOK_SECRET = "cdo-clique-allocator-webhook-tls"
+WEBHOOK_SERVICE = "cdo-clique-allocator"
+WEBHOOK_CONFIGURATION = "cdo-clique-allocator"
+NATS_TLS_SECRET = "cdo-nats-tls"
+NATS_SERVICE = "cdo-nats"
+NATS_HEADLESS_SERVICE = "cdo-nats-headless"
+IMEX_TLS_SECRET = "cdo-imex-tls"
+IMEX_NAME = "cdo-imex"
+"""The name every IMEX daemon's certificate carries (IMEX_SECURITY_TARGET_OVERRIDE)."""
+
+CA_LIFETIME = dt.timedelta(days=3650)
+LEAF_LIFETIME = dt.timedelta(days=365)
+RENEW_BEFORE = dt.timedelta(days=30)
+MANAGER = "cdo-bootstrap"
+LABELS = {"app.kubernetes.io/part-of": "cdo", "app.kubernetes.io/managed-by": MANAGER}
+
+
+class BootstrapSettings(Settings, frozen=True, kw_only=True):
+    namespace: Annotated[str, Meta(description="cdo's namespace (downward API).")] = ""
+    kubeconfig: Annotated[str, Meta(description="Kubeconfig path; empty: in-cluster.")] = ""
+    certificates: Annotated[
+        bool, Meta(description="Issue certificates (false when cert-manager does).")
+    ] = True
+    tls_certs: Annotated[bool, Meta(description="Also issue the NATS and IMEX certificates.")] = (
+        False
+    )
+    nats_users: Annotated[str, Meta(description="NATS users, comma separated.")] = (
+        "domain-controller,clique-allocator,imex-agent,health-monitor,reader"
+    )
+
+
+class _Secret(msgspec.Struct, kw_only=True):
+    data: dict[str, str] = {}
+
+
+class _ClientConfig(msgspec.Struct, kw_only=True, rename="camel"):
+    ca_bundle: str = ""
+
+
+class _Webhook(msgspec.Struct, kw_only=True, rename="camel"):
+    name: str
+    client_config: _ClientConfig = msgspec.field(default_factory=_ClientConfig)
+
+
+class _WebhookConfiguration(msgspec.Struct, kw_only=True):
+    webhooks: list[_Webhook] = []
+
+
+# -- certificates (pure) ---------------------------------------------------------------------
+
+
+class KeyPair(msgspec.Struct, frozen=True, kw_only=True):
+    """A certificate and its key, PEM."""
+
+    cert: bytes
+    key: bytes
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def new_ca(*, now: dt.datetime, common_name: str = "cdo-ca") -> KeyPair:
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + CA_LIFETIME)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert=cert.public_bytes(serialization.Encoding.PEM), key=_pem_key(key))
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def issue(ca: KeyPair, *, names: Sequence[str], client: bool, now: dt.datetime) -> KeyPair:
+    """A leaf certificate for ``names`` (server auth; also client auth when ``client``)."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert)
+    ca_key = serialization.load_pem_private_key(ca.key, password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ConfigError(f"the key in Secret {CA_SECRET} is not an EC key")
+    key = _new_key()
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] * client)]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(min(now + LEAF_LIFETIME, ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(cert=cert.public_bytes(serialization.Encoding.PEM), key=_pem_key(key))
+
+
+def still_good(
+    pair: KeyPair, *, ca: KeyPair, names: Sequence[str], now: dt.datetime, is_ca: bool = False
+) -> bool:
+    """True when ``pair`` was signed by ``ca``, names exactly ``names`` and is not expiring."""
+    try:
+        cert = x509.load_pem_x509_certificate(pair.cert)
+        ca_cert = x509.load_pem_x509_certificate(ca.cert)
+        key = serialization.load_pem_private_key(pair.key, password=None)
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    if key.public_key() != cert.public_key():
+        return False
+    if cert.not_valid_after_utc - now < (RENEW_BEFORE if not is_ca else LEAF_LIFETIME):
+        return False
+    if is_ca:
+        return True
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    return sorted(str(n.value) for n in sans) == sorted(names)
+
+
+def webhook_names(namespace: str) -> list[str]:
+    service = f"{WEBHOOK_SERVICE}.{namespace}.svc"
+    return [service, f"{service}.cluster.local"]
+
+
+def nats_names(namespace: str) -> list[str]:
+    service = f"{NATS_SERVICE}.{namespace}"
+    headless = f"{NATS_HEADLESS_SERVICE}.{namespace}.svc"
+    return [
+        f"{service}.svc",
+        NATS_SERVICE,
+        service,
+        f"{service}.svc.cluster.local",
+        f"*.{headless}",
+        f"*.{headless}.cluster.local",
+    ]
+
+
+# -- the API side ----------------------------------------------------------------------------
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+def _unb64(value: str) -> bytes:
+    return base64.b64decode(value)
+
+
+class Bootstrap:
+    def __init__(self, client: KubeClient, *, settings: BootstrapSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._namespace = settings.namespace
+
+    async def _secret(self, name: str) -> dict[str, bytes] | None:
+        raw = await self._client.get_or_none(SECRETS, name, namespace=self._namespace)
+        if raw is None:
+            return None
+        data = msgspec.json.decode(raw, type=_Secret).data
+        return {key: _unb64(value) for key, value in data.items()}
+
+    async def _write_secret(
+        self, name: str, data: Mapping[str, bytes], *, kind: str, exists: bool
+    ) -> None:
+        encoded = {key: _b64(value) for key, value in data.items()}
+        if exists:
+            await self._client.patch(
+                SECRETS,
+                name,
+                {"metadata": {"labels": LABELS}, "data": encoded},
+                namespace=self._namespace,
+                field_manager=MANAGER,
+            )
+            log.info("secret %s updated", name)
+            return
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": self._namespace, "labels": LABELS},
+            "type": kind,
+            "data": encoded,
+        }
+        await self._client.create(SECRETS, body, namespace=self._namespace)
+        log.info("secret %s created", name)
+
+    async def nats_users(self) -> None:
+        users = [u.strip() for u in self._settings.nats_users.split(",") if u.strip()]
+        current = await self._secret(NATS_USERS_SECRET)
+        data = dict(current or {})
+        missing = [user for user in users if not data.get(user)]
+        if not missing:
+            return
+        for user in missing:
+            data[user] = secrets.token_urlsafe(32).encode()
+        await self._write_secret(NATS_USERS_SECRET, data, kind="Opaque", exists=current is not None)
+
+    async def ca(self, now: dt.datetime) -> KeyPair:
+        current = await self._secret(CA_SECRET)
+        if current is not None and "tls.crt" in current and "tls.key" in current:
+            pair = KeyPair(cert=current["tls.crt"], key=current["tls.key"])
+            if still_good(pair, ca=pair, names=(), now=now, is_ca=True):
+                return pair
+        pair = new_ca(now=now)
+        await self._write_secret(
+            CA_SECRET,
+            {"tls.crt": pair.cert, "tls.key": pair.key},
+            kind="kubernetes.io/tls",
+            exists=current is not None,
+        )
+        return pair
+
+    async def leaf(
+        self, name: str, *, ca: KeyPair, names: Sequence[str], client: bool, now: dt.datetime
+    ) -> None:
+        current = await self._secret(name)
+        if current is not None and current.get("ca.crt") == ca.cert:
+            pair = KeyPair(cert=current.get("tls.crt", b""), key=current.get("tls.key", b""))
+            if still_good(pair, ca=ca, names=names, now=now):
+                return
+        pair = issue(ca, names=names, client=client, now=now)
+        await self._write_secret(
+            name,
+            {"tls.crt": pair.cert, "tls.key": pair.key, "ca.crt": ca.cert},
+            kind="kubernetes.io/tls",
+            exists=current is not None,
+        )
+
+    async def ca_bundle(self, ca: KeyPair) -> None:
+        """Write the CA into every webhook of the allocator's configuration that lacks it."""
+        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, WEBHOOK_CONFIGURATION)
+        if raw is None:
+            raise ConfigError(f"MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION} not found")
+        configuration = msgspec.json.decode(raw, type=_WebhookConfiguration)
+        bundle = _b64(ca.cert)
+        patch: list[dict[str, Any]] = []
+        for index, webhook in enumerate(configuration.webhooks):
+            if webhook.client_config.ca_bundle == bundle:
+                continue
+            patch.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
+            patch.append(
+                {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle}
+            )
+        if patch:
+            await self._client.patch(
+                MUTATING_WEBHOOKS,
+                WEBHOOK_CONFIGURATION,
+                patch,
+                patch_type="json",
+                field_manager=MANAGER,
+            )
+            log.info("caBundle of %s written", WEBHOOK_CONFIGURATION)
+
+    async def run(self, now: dt.datetime | None = None) -> None:
+        now = now or dt.datetime.now(dt.UTC)
+        await self.nats_users()
+        if not self._settings.certificates:
+            return
+        ca = await self.ca(now)
+        await self.leaf(
+            WEBHOOK_SECRET, ca=ca, names=webhook_names(self._namespace), client=False, now=now
+        )
+        await self.ca_bundle(ca)
+        if self._settings.tls_certs:
+            await self.leaf(
+                NATS_TLS_SECRET, ca=ca, names=nats_names(self._namespace), client=True, now=now
+            )
+            await self.leaf(IMEX_TLS_SECRET, ca=ca, names=[IMEX_NAME], client=True, now=now)
+
+
+async def bootstrap(settings: BootstrapSettings, *, now: dt.datetime | None = None) -> None:
+    if not settings.namespace:
+        raise ConfigError("CDO_BOOTSTRAP_NAMESPACE is required")
+    client = await KubeClient.connect(kubeconfig=settings.kubeconfig or None)
+    try:
+        await Bootstrap(client, settings=settings).run(now)
+    finally:
+        await client.close()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        settings = load_settings(BootstrapSettings, prefix="CDO_BOOTSTRAP_")
+        asyncio.run(bootstrap(settings))
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    except KubeApiError as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

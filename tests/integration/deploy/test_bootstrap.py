@@ -1,0 +1,102 @@
+"""The bootstrap program's certificates: what they name, and when they are issued again."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgspec
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from shared.kube.client import KubeClient
+from shared.kube.resources import NAMESPACES
+from tests.integration.deploy.conftest import NAMESPACE, load_bootstrap
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+bootstrap: Any = load_bootstrap()
+
+
+def names_of(pem: bytes) -> list[str]:
+    cert = x509.load_pem_x509_certificate(pem)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return sorted(str(name.value) for name in sans)
+
+
+def test_webhook_certificate_names_the_service_and_expires_in_a_year() -> None:
+    ca = bootstrap.new_ca(now=NOW)
+    names = bootstrap.webhook_names(NAMESPACE)
+    assert names[0] == f"cdo-clique-allocator.{NAMESPACE}.svc"
+    leaf = bootstrap.issue(ca, names=names, client=False, now=NOW)
+    cert = x509.load_pem_x509_certificate(leaf.cert)
+    assert names_of(leaf.cert) == sorted(names)
+    assert cert.not_valid_after_utc - NOW == bootstrap.LEAF_LIFETIME
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usages) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.cert))
+
+
+def test_nats_certificate_covers_the_client_url_and_the_routes() -> None:
+    names = bootstrap.nats_names(NAMESPACE)
+    assert "cdo-nats" in names  # CDO_NATS_URL=tls://cdo-nats:4222
+    assert f"*.cdo-nats-headless.{NAMESPACE}.svc" in names  # the cluster routes
+
+
+def test_still_good_until_thirty_days_before_expiry() -> None:
+    ca = bootstrap.new_ca(now=NOW)
+    names = ["a.example"]
+    leaf = bootstrap.issue(ca, names=names, client=True, now=NOW)
+    assert bootstrap.still_good(leaf, ca=ca, names=names, now=NOW)
+    assert bootstrap.still_good(leaf, ca=ca, names=names, now=NOW + dt.timedelta(days=330))
+    assert not bootstrap.still_good(leaf, ca=ca, names=names, now=NOW + dt.timedelta(days=340))
+    assert not bootstrap.still_good(leaf, ca=ca, names=["b.example"], now=NOW)
+    other = bootstrap.new_ca(now=NOW)
+    assert not bootstrap.still_good(leaf, ca=other, names=names, now=NOW)
+
+
+class _Secret(msgspec.Struct):
+    data: dict[str, str]
+
+
+async def secret(client: KubeClient, name: str) -> dict[str, str]:
+    raw = await client.get(bootstrap.SECRETS, name, namespace=NAMESPACE)
+    return msgspec.json.decode(raw, type=_Secret).data
+
+
+async def test_renewal_keeps_passwords_and_reissues_expiring_certificates(
+    kube_client: KubeClient,
+) -> None:
+    await kube_client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    await kube_client.create(
+        bootstrap.MUTATING_WEBHOOKS,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": bootstrap.WEBHOOK_CONFIGURATION},
+            "webhooks": [
+                {
+                    "name": "pod-gate.clique-allocator.cdo.dev",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "clientConfig": {
+                        "service": {"namespace": NAMESPACE, "name": "cdo-clique-allocator"}
+                    },
+                }
+            ],
+        },
+    )
+    settings = bootstrap.BootstrapSettings(namespace=NAMESPACE)
+    program = bootstrap.Bootstrap(kube_client, settings=settings)
+    await program.run(NOW)
+    passwords = await secret(kube_client, bootstrap.NATS_USERS_SECRET)
+    webhook = await secret(kube_client, bootstrap.WEBHOOK_SECRET)
+    ca = await secret(kube_client, bootstrap.CA_SECRET)
+
+    await program.run(NOW + dt.timedelta(days=100))
+    assert await secret(kube_client, bootstrap.WEBHOOK_SECRET) == webhook
+
+    await program.run(NOW + dt.timedelta(days=340))
+    renewed = await secret(kube_client, bootstrap.WEBHOOK_SECRET)
+    assert renewed["tls.crt"] != webhook["tls.crt"]
+    assert renewed["ca.crt"] == webhook["ca.crt"] == ca["tls.crt"]
+    assert await secret(kube_client, bootstrap.NATS_USERS_SECRET) == passwords

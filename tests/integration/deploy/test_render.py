@@ -1,0 +1,439 @@
+"""The overlays render with the real kubectl, validate, and say what docs/deploy.md says."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import msgspec
+import pytest
+import yaml
+
+from services.clique_allocator.settings import WebhookSettings
+from services.clique_allocator.webhook.configuration import (
+    WEBHOOK_PATH,
+    ServiceReference,
+    webhook_configuration,
+)
+from services.domain_controller.template import (
+    desired_device_class,
+    device_class_drifted,
+    device_class_spec,
+)
+from shared.kube.models import DeviceClass
+from tests.integration.deploy.conftest import (
+    KUSTOMIZE,
+    NAMESPACE,
+    OVERLAYS,
+    ROOT,
+    Manifest,
+    find,
+    generated,
+    group_of,
+    render_with,
+    service_workloads,
+    workloads,
+)
+
+OUR_GROUPS = frozenset({"resource.nvidia.com", "cdo.dev"})
+"""Custom resources of cdo's CRDs: checked against the rendered CRD schema instead."""
+FOREIGN_GROUPS = frozenset({"cert-manager.io"})
+"""Custom resources of other projects' CRDs: no schema here to check them against."""
+GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+
+KUBERNETES_VERSION = kubernetes_validate.latest_version()
+
+COMBINATIONS = {
+    "all-components": ("nats-cluster", "tls", "cert-manager", "tracing", "metrics"),
+    "cert-manager": ("cert-manager",),
+}
+
+
+def container(workload: Manifest) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def pod_spec(workload: Manifest) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def env_of(workload: Manifest) -> dict[str, Any]:
+    return {item["name"]: item for item in container(workload).get("env", [])}
+
+
+def common_env(objs: list[Manifest]) -> dict[str, str]:
+    data: dict[str, str] = generated(objs, "ConfigMap", "cdo-common-env")["data"]
+    return data
+
+
+def test_the_kubernetes_version_is_current() -> None:
+    major, minor = (int(part) for part in KUBERNETES_VERSION.split(".")[:2])
+    assert (major, minor) >= (1, 33)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_validates_strictly(overlays: dict[str, list[Manifest]], overlay: str) -> None:
+    checked = 0
+    for obj in overlays[overlay]:
+        assert group_of(obj) not in FOREIGN_GROUPS, f"{overlay} needs a foreign CRD"
+        if group_of(obj) in OUR_GROUPS:
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        checked += 1
+    assert checked > 30
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_components_compose_and_validate(tmp_path: Path, combination: str) -> None:
+    objs = render_with(tmp_path / combination, COMBINATIONS[combination])
+    for obj in objs:
+        if group_of(obj) in OUR_GROUPS | FOREIGN_GROUPS:
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_everything_lands_in_cdo_system(overlays: dict[str, list[Manifest]], overlay: str) -> None:
+    for obj in overlays[overlay]:
+        namespace = obj["metadata"].get("namespace")
+        assert namespace in (None, NAMESPACE), obj["metadata"]["name"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "cdo"
+
+
+def test_the_crds_are_the_generated_files(overlays: dict[str, list[Manifest]]) -> None:
+    committed = {
+        doc["metadata"]["name"]: doc
+        for path in sorted((KUSTOMIZE / "base" / "crds").glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for doc in yaml.safe_load_all(path.read_text())
+    }
+    for overlay in OVERLAYS:
+        rendered = {
+            obj["metadata"]["name"]: obj
+            for obj in overlays[overlay]
+            if obj["kind"] == "CustomResourceDefinition"
+        }
+        assert sorted(rendered) == sorted(committed)
+        for name, crd in rendered.items():
+            assert crd["spec"] == committed[name]["spec"]
+
+
+def crd_schema(objs: list[Manifest], api_version: str, kind: str) -> dict[str, Any]:
+    group, _, version = api_version.rpartition("/")
+    for crd in objs:
+        if crd["kind"] != "CustomResourceDefinition":
+            continue
+        spec = crd["spec"]
+        if spec["group"] != group or spec["names"]["kind"] != kind:
+            continue
+        for served in spec["versions"]:
+            if served["name"] == version:
+                schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+                return schema
+    raise AssertionError(f"no CRD serves {api_version} {kind}")
+
+
+def examples() -> list[Manifest]:
+    return [
+        doc
+        for path in sorted((ROOT / "deploy" / "examples").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+
+
+def test_examples_validate(overlays: dict[str, list[Manifest]]) -> None:
+    objs = overlays["prod"]
+    custom = 0
+    for example in examples():
+        if group_of(example) in OUR_GROUPS:
+            schema = crd_schema(objs, example["apiVersion"], example["kind"])
+            jsonschema.validate(example, schema)
+            custom += 1
+        else:
+            kubernetes_validate.validate(example, KUBERNETES_VERSION, strict=True)
+    assert custom >= 1
+
+
+def test_the_crd_schema_refuses_a_broken_example(overlays: dict[str, list[Manifest]]) -> None:
+    (domain,) = (e for e in examples() if e["kind"] == "ComputeDomain")
+    broken = copy.deepcopy(domain)
+    broken["spec"]["channel"]["allocationMode"] = "Sometimes"
+    schema = crd_schema(overlays["prod"], domain["apiVersion"], domain["kind"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_services_have_probes_resources_and_settings(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    objs = overlays[overlay]
+    for service, workload in service_workloads(objs).items():
+        main = container(workload)
+        env = env_of(workload)
+        port = int(env["CDO_HTTP_PORT"]["value"])
+        ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+        assert ports["http"] == port, service
+        assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        resources = main["resources"]
+        for key in ("cpu", "memory"):
+            assert key in resources["requests"], (service, key)
+            assert key in resources["limits"], (service, key)
+        assert [ref["configMapRef"]["name"] for ref in main["envFrom"]] == [
+            generated(objs, "ConfigMap", "cdo-common-env")["metadata"]["name"]
+        ]
+        assert env["CDO_NATS_USER"]["value"] == service
+        assert env["CDO_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+            "name": "cdo-nats-users",
+            "key": service,
+        }
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_security_contexts(overlays: dict[str, list[Manifest]], overlay: str) -> None:
+    for workload in workloads(overlays[overlay]):
+        name = workload["metadata"]["name"]
+        pod = pod_spec(workload)
+        main = container(workload)
+        context = {**pod.get("securityContext", {}), **main.get("securityContext", {})}
+        assert context["allowPrivilegeEscalation"] is False, name
+        assert context["readOnlyRootFilesystem"] is True, name
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert "privileged" not in context, name
+        for shared_namespace in ("hostPID", "hostIPC"):
+            assert shared_namespace not in pod, name
+        if name == "cdo-imex-agent":
+            # Root with CAP_MKNOD alone: justified line by line in the DaemonSet.
+            assert context["runAsUser"] == 0
+            assert context["runAsNonRoot"] is False
+            assert main["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["MKNOD"]}
+            assert pod["hostNetwork"] is True
+        else:
+            assert context["runAsNonRoot"] is True, name
+            assert context["runAsUser"] != 0, name
+            assert main["securityContext"]["capabilities"] == {"drop": ["ALL"]}, name
+            assert "hostNetwork" not in pod, name
+
+
+AGENT_HOST_PATHS = {
+    path: path
+    for path in (
+        "/var/lib/kubelet/plugins/compute-domain.cdo.dev",
+        "/var/lib/kubelet/plugins_registry",
+        "/var/run/cdi",
+        "/dev/nvidia-caps-imex-channels",
+    )
+}
+"""Host path -> mount path: the agent mounts each host path at the same path."""
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_host_paths_are_only_what_the_agent_needs(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    for workload in workloads(overlays[overlay]):
+        volumes = {v["name"]: v for v in pod_spec(workload).get("volumes", [])}
+        mounts = {m["name"]: m["mountPath"] for m in container(workload).get("volumeMounts", [])}
+        host = {
+            volume["hostPath"]["path"]: mounts[name]
+            for name, volume in volumes.items()
+            if "hostPath" in volume
+        }
+        expected = AGENT_HOST_PATHS if workload["metadata"]["name"] == "cdo-imex-agent" else {}
+        assert host == expected, workload["metadata"]["name"]
+    agent = service_workloads(overlays[overlay])["imex-agent"]
+    env = env_of(agent)
+    assert env["CDO_IMEX_AGENT_DRA_KUBELET_ROOT"]["value"] == "/var/lib/kubelet"
+    assert env["CDO_IMEX_AGENT_DRA_CDI_ROOT"]["value"] in AGENT_HOST_PATHS.values()
+    assert env["CDO_IMEX_AGENT_DRA_DEVICE_ROOT"]["value"] in AGENT_HOST_PATHS.values()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_daemonsets_run_on_gpu_nodes_through_faults(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    for service in ("imex-agent", "health-monitor"):
+        pod = pod_spec(service_workloads(overlays[overlay])[service])
+        assert pod["nodeSelector"] == GPU_NODE_SELECTOR
+        assert {"key": "cdo.dev/gpu-fault", "operator": "Exists"} in pod["tolerations"]
+        assert pod["runtimeClassName"] == "nvidia"
+        env = {
+            item["name"]: item.get("value")
+            for item in container({"spec": {"template": {"spec": pod}}})["env"]
+        }
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+        assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+        assert "nvidia.com/gpu" not in str(pod["containers"][0]["resources"])
+
+
+def test_replicas_per_overlay(overlays: dict[str, list[Manifest]]) -> None:
+    for overlay, expected, nats in (("dev", 1, 1), ("prod", 2, 3)):
+        objs = overlays[overlay]
+        for name in ("cdo-domain-controller", "cdo-clique-allocator"):
+            deployment = find(objs, "Deployment", name)
+            assert deployment["spec"]["replicas"] == expected, (overlay, name)
+            env = env_of(deployment)
+            prefix = "CDO_" + name.removeprefix("cdo-").upper().replace("-", "_")
+            assert env[f"{prefix}_LEASE_NAME"]["value"] == name
+            assert f"{prefix}_LEADER_ELECTION_LEASE_DURATION_S" in env
+        assert find(objs, "StatefulSet", "cdo-nats")["spec"]["replicas"] == nats
+        assert common_env(objs)["CDO_NATS_STREAM_REPLICAS"] == str(nats)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_replicated_workload_has_a_disruption_budget(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    objs = overlays[overlay]
+    budgets = [obj for obj in objs if obj["kind"] == "PodDisruptionBudget"]
+    for workload in objs:
+        if workload["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        if workload["metadata"]["name"] == "cdo-jaeger":  # dev tooling, one replica
+            continue
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        covering = [
+            b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert len(covering) == 1, workload["metadata"]["name"]
+        assert covering[0]["spec"] == {
+            "maxUnavailable": 1,
+            "selector": covering[0]["spec"]["selector"],
+        }
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_images_are_set_by_the_images_transformer(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    for service, workload in service_workloads(overlays[overlay]).items():
+        image = container(workload)["image"]
+        name, _, tag = image.rpartition(":")
+        assert name == f"cdo/{service}"
+        assert tag and tag != "latest"
+    for workload in workloads(overlays[overlay]):
+        image = container(workload)["image"]
+        assert ":" in image and not image.endswith(":latest"), image
+
+
+def test_dev_traces_to_jaeger_and_prod_does_not(overlays: dict[str, list[Manifest]]) -> None:
+    dev = overlays["dev"]
+    endpoint = common_env(dev)["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    service = find(dev, "Service", "cdo-jaeger")
+    ports = {p["port"] for p in service["spec"]["ports"]}
+    assert endpoint == "http://cdo-jaeger:4318" and 4318 in ports
+    find(dev, "Deployment", "cdo-jaeger")
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in common_env(overlays["prod"])
+
+
+def test_prod_turns_tls_on(overlays: dict[str, list[Manifest]]) -> None:
+    prod = overlays["prod"]
+    env = common_env(prod)
+    assert env["CDO_NATS_URL"] == "tls://cdo-nats:4222"
+    ca_file = env["CDO_NATS_TLS_CA_FILE"]
+    for service, workload in service_workloads(prod).items():
+        mounts = {m["mountPath"]: m["name"] for m in container(workload)["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
+        volume = volumes[mounts[str(Path(ca_file).parent)]]
+        assert volume["secret"]["secretName"] == "cdo-nats-tls", service
+        assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}], service
+    agent = service_workloads(prod)["imex-agent"]
+    agent_env = env_of(agent)
+    tls_dir = agent_env["CDO_IMEX_AGENT_IMEX_TLS_DIR"]["value"]
+    mounts = {m["mountPath"]: m["name"] for m in container(agent)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(agent)["volumes"]}
+    assert volumes[mounts[tls_dir]]["secret"]["secretName"] == "cdo-imex-tls"
+    assert agent_env["CDO_IMEX_AGENT_IMEX_TLS_TARGET_OVERRIDE"]["value"] == "cdo-imex"
+    config = generated(prod, "ConfigMap", "cdo-nats-config")["data"]
+    assert "cert_file: /etc/nats-tls/tls.crt" in config["tls.conf"]
+    assert "verify: true" in config["cluster-tls.conf"]
+    job = env_of(find(prod, "Job", "cdo-bootstrap"))
+    assert job["CDO_BOOTSTRAP_TLS_CERTS"]["value"] == "true"
+    dev_env = common_env(overlays["dev"])
+    assert dev_env["CDO_NATS_URL"].startswith("nats://")
+    assert "CDO_NATS_TLS_CA_FILE" not in dev_env
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_metrics_annotations_name_the_probe_port(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    for service, workload in service_workloads(overlays[overlay]).items():
+        annotations = workload["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true", service
+        assert annotations["prometheus.io/path"] == "/metrics", service
+        assert annotations["prometheus.io/port"] == env_of(workload)["CDO_HTTP_PORT"]["value"]
+
+
+def test_the_device_class_is_the_one_the_controller_writes(
+    overlays: dict[str, list[Manifest]],
+) -> None:
+    rendered = find(overlays["prod"], "DeviceClass", "compute-domain-channel.cdo.dev")
+    desired = desired_device_class()
+    assert rendered["apiVersion"] == desired["apiVersion"]
+    assert rendered["spec"] == device_class_spec()
+    assert desired["metadata"]["labels"].items() <= rendered["metadata"]["labels"].items()
+    decoded = msgspec.convert(rendered, DeviceClass)
+    assert not device_class_drifted(decoded)
+
+
+def test_the_webhook_is_the_one_the_allocator_renders(
+    overlays: dict[str, list[Manifest]],
+) -> None:
+    objs = overlays["prod"]
+    rendered = copy.deepcopy(find(objs, "MutatingWebhookConfiguration", "cdo-clique-allocator"))
+    service = find(objs, "Service", "cdo-clique-allocator")
+    (port,) = service["spec"]["ports"]
+    expected = webhook_configuration(
+        ca_bundle=b"",
+        service=ServiceReference(
+            namespace=NAMESPACE, name=service["metadata"]["name"], port=port["port"]
+        ),
+    )
+    for webhook in expected["webhooks"]:
+        assert webhook["clientConfig"].pop("caBundle") == base64.b64encode(b"").decode()
+    labels = rendered["metadata"].pop("labels")
+    assert expected["metadata"].pop("labels").items() <= labels.items()
+    assert rendered == expected
+    allocator = service_workloads(objs)["clique-allocator"]
+    ports = {p["name"]: p["containerPort"] for p in container(allocator)["ports"]}
+    assert ports[port["targetPort"]] == WebhookSettings().port
+    env = env_of(allocator)
+    defaults = WebhookSettings()
+    assert env["CDO_CLIQUE_ALLOCATOR_WEBHOOK_CERT_FILE"]["value"] == defaults.cert_file
+    assert env["CDO_CLIQUE_ALLOCATOR_WEBHOOK_KEY_FILE"]["value"] == defaults.key_file
+    mounts = {m["mountPath"]: m["name"] for m in container(allocator)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(allocator)["volumes"]}
+    secret = volumes[mounts[str(Path(defaults.cert_file).parent)]]["secret"]
+    assert secret["secretName"] == "cdo-clique-allocator-webhook-tls"
+    assert expected["webhooks"][0]["clientConfig"]["service"]["path"] == WEBHOOK_PATH
+
+
+def test_cert_manager_issues_what_the_pods_mount(tmp_path: Path) -> None:
+    objs = render_with(tmp_path / "cm", ("tls", "cert-manager"))
+    certificates = {obj["spec"]["secretName"]: obj for obj in objs if obj["kind"] == "Certificate"}
+    mounted = {
+        volume["secret"]["secretName"]
+        for workload in workloads(objs)
+        for volume in pod_spec(workload).get("volumes", [])
+        if "secret" in volume
+    }
+    assert mounted <= certificates.keys()
+    webhook = find(objs, "MutatingWebhookConfiguration", "cdo-clique-allocator")
+    inject = webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    namespace, _, name = inject.partition("/")
+    assert namespace == NAMESPACE
+    assert find(objs, "Certificate", name)["spec"]["secretName"] == (
+        "cdo-clique-allocator-webhook-tls"
+    )
+    job = env_of(find(objs, "Job", "cdo-bootstrap"))
+    assert job["CDO_BOOTSTRAP_CERTIFICATES"]["value"] == "false"
