@@ -10,6 +10,7 @@ server.stop()
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -21,6 +22,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it when the parent exits."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -80,8 +90,15 @@ class NatsServer:
             "--http_port", str(self.monitor_port),
             "--log", str(self.log_file),
         ]  # fmt: skip
+        # Its own session keeps a Ctrl-C in the terminal from killing the server before the
+        # programs using it have shut down; the parent-death signal keeps a killed test run from
+        # leaving servers behind.
         self._process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self._wait_ready(timeout)
 
