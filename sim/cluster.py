@@ -120,8 +120,13 @@ class SimulatedCluster:
         topology = load_topology(options.topology)
         options.state_dir.mkdir(parents=True, exist_ok=True)
         metrics = Metrics()
+        # One setting for the toleration time: the API server's admission adds it to pods and
+        # the node lifecycle controller evicts by it.
+        api_config = msgspec.structs.replace(
+            options.api, default_toleration_seconds=options.lifecycle.default_toleration_s
+        )
         async with serve(
-            config=options.api,
+            config=api_config,
             host=options.api_host,
             port=options.api_port,
             kubeconfig=options.state_dir / "kubeconfig",

@@ -35,6 +35,12 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``"<namespace>/<service>" -> "host:port"`` used to reach webhooks configured with a
         ``service`` reference (there is no cluster DNS here); TLS is still checked against
         ``<service>.<namespace>.svc``.
+    default_toleration_seconds:
+        the DefaultTolerationSeconds admission plugin: a pod created or updated without a
+        toleration for the ``node.kubernetes.io/not-ready`` or ``node.kubernetes.io/unreachable``
+        NoExecute taint gets one (``operator: Exists``) for this many seconds, as with the
+        real server's ``--default-not-ready-toleration-seconds`` /
+        ``--default-unreachable-toleration-seconds`` (both 300); None turns the plugin off.
     namespaces:
         namespaces present at start.
     version_major / version_minor:
@@ -49,6 +55,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     pod_graceful_deletion: bool = False
     create_default_service_accounts: bool = True
     webhook_service_hosts: dict[str, str] = msgspec.field(default_factory=dict)
+    default_toleration_seconds: int | None = 300
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
     version_major: str = "1"
     version_minor: str = "37"

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from sim.kubeapi import codec, errors, meta
+from sim.kubeapi import codec, errors, meta, plugins
 from sim.kubeapi.admission import AdmissionRequest, Dispatcher
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.deletion import Deleter
@@ -211,6 +211,13 @@ class Engine:
         else:
             m.pop("namespace", None)
 
+    def _builtin_admission(self, rt: ResourceType, obj: Obj) -> None:
+        """The built-in mutating plugins (creates and updates of the object itself); they
+        run before the mutating webhooks, as on the real server."""
+        seconds = self.config.default_toleration_seconds
+        if rt.storage == "pods" and seconds is not None:
+            plugins.default_toleration_seconds(obj, seconds)
+
     def admission_request(
         self,
         rt: ResourceType,
@@ -261,6 +268,7 @@ class Engine:
         name = m.get("name") or ""
         self._check_namespace(rt, namespace, name, creating=True)
         self._check_crd_active(rt)
+        self._builtin_admission(rt, obj)
         req = self.admission_request(
             rt,
             "CREATE",
@@ -400,6 +408,8 @@ class Engine:
         strategy = rt.strategy
         old = cur.obj()
         old_version_form = rt.from_storage(codec.copy(old))
+        if not subresource:
+            self._builtin_admission(rt, new_version_form)
         req = self.admission_request(
             rt,
             "UPDATE",

@@ -1,10 +1,15 @@
-"""Decoding the Kubernetes protobuf envelope for the few kinds kubectl's imperative
-``create`` commands send that way (``kubectl create configmap|secret|namespace|
-serviceaccount``); every other client uses JSON.
+"""Decoding Kubernetes protobuf request bodies into the JSON form of the object.
 
-The envelope is the 4-byte magic ``k8s\\0`` followed by a ``runtime.Unknown`` message
-(typeMeta = 1, raw = 2); ``raw`` is the object's own message. Only the fields those
-commands fill are mapped; an unsupported kind is a 415, like any unknown media type.
+kubectl's typed clients send protobuf for their imperative ``create`` commands (``kubectl
+create configmap|secret|namespace|serviceaccount|deployment|job|role|clusterrole|rolebinding|
+clusterrolebinding|poddisruptionbudget``); every other client sends JSON.
+
+The body is the 4-byte magic ``k8s\\0`` and a ``runtime.Unknown`` message (typeMeta = 1,
+raw = 2); ``raw`` is the object's own message, decoded here with the field tables of
+``protobuf_types``. Go writes every non-pointer field, zero or not: zero scalars of plain
+fields are dropped (the JSON form omits them or the server defaults them), pointer fields
+(``?`` kinds) are kept even when zero. A field the tables do not map must be zero; anything
+else is refused (415, the client can send JSON) rather than silently dropped.
 """
 
 from __future__ import annotations
@@ -12,59 +17,19 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from sim.kubeapi.protobuf_types import KINDS, Kind, Spec
+
 MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 
-Spec = dict[int, tuple[str, Any]]
-
-_OWNER_REFERENCE: Spec = {
-    1: ("kind", "string"),
-    3: ("name", "string"),
-    4: ("uid", "string"),
-    5: ("apiVersion", "string"),
-    6: ("controller", "bool"),
-    7: ("blockOwnerDeletion", "bool"),
-}
-OBJECT_META: Spec = {
-    1: ("name", "string"),
-    2: ("generateName", "string"),
-    3: ("namespace", "string"),
-    5: ("uid", "string"),
-    6: ("resourceVersion", "string"),
-    7: ("generation", "int"),
-    11: ("labels", "map"),
-    12: ("annotations", "map"),
-    13: ("ownerReferences", ("repeated", ("message", _OWNER_REFERENCE))),
-    14: ("finalizers", ("repeated", "string")),
-}
-KINDS: dict[tuple[str, str], Spec] = {
-    ("v1", "ConfigMap"): {
-        1: ("metadata", ("message", OBJECT_META)),
-        2: ("data", "map"),
-        3: ("binaryData", "map-bytes"),
-        4: ("immutable", "bool"),
-    },
-    ("v1", "Secret"): {
-        1: ("metadata", ("message", OBJECT_META)),
-        2: ("data", "map-bytes"),
-        3: ("type", "string"),
-        4: ("stringData", "map"),
-        5: ("immutable", "bool"),
-    },
-    ("v1", "Namespace"): {
-        1: ("metadata", ("message", OBJECT_META)),
-        2: ("spec", ("message", {1: ("finalizers", ("repeated", "string"))})),
-    },
-    ("v1", "ServiceAccount"): {
-        1: ("metadata", ("message", OBJECT_META)),
-        3: ("imagePullSecrets", ("repeated", ("message", {1: ("name", "string")}))),
-        4: ("automountServiceAccountToken", "bool"),
-    },
-}
+Raw = int | bytes
 
 
 class UnsupportedProtobufError(ValueError):
     """Not a protobuf body this server can decode."""
+
+
+# -- wire format --------------------------------------------------------------------------------
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -80,8 +45,8 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
             return result, i
 
 
-def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    out: list[tuple[int, int | bytes]] = []
+def _fields(data: bytes) -> list[tuple[int, Raw]]:
+    out: list[tuple[int, Raw]] = []
     i = 0
     while i < len(data):
         key, i = _varint(data, i)
@@ -91,6 +56,8 @@ def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
             out.append((number, value))
         elif wire == 2:
             size, i = _varint(data, i)
+            if i + size > len(data):
+                raise UnsupportedProtobufError("truncated field")
             out.append((number, data[i : i + size]))
             i += size
         elif wire == 1:
@@ -104,37 +71,111 @@ def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
     return out
 
 
-def _value(kind: Any, raw: int | bytes) -> Any:
-    if kind == "string":
-        return raw.decode() if isinstance(raw, bytes) else str(raw)
-    if kind == "int":
-        return int(raw) if isinstance(raw, int) else 0
-    if kind == "bool":
+def _signed(value: int) -> int:
+    """Go writes negative int32/int64 values as 64-bit two's complement varints."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _is_zero(raw: Raw) -> bool:
+    """A zero scalar, an empty string, or a message whose fields are all zero: what Go writes
+    for fields that were never set."""
+    if isinstance(raw, int):
+        return raw == 0
+    if not raw:
+        return True
+    try:
+        return all(_is_zero(value) for _, value in _fields(raw))
+    except UnsupportedProtobufError:
+        return False
+
+
+# -- decoding by table --------------------------------------------------------------------------
+
+_ZERO: tuple[Any, ...] = ("", 0, False)
+
+
+def _scalar(kind: str, raw: Raw, where: str) -> Any:
+    base = kind.rstrip("?")
+    if base == "string":
+        if not isinstance(raw, bytes):
+            raise UnsupportedProtobufError(f"{where}: expected bytes")
+        return raw.decode()
+    if base == "int":
+        if not isinstance(raw, int):
+            raise UnsupportedProtobufError(f"{where}: expected a varint")
+        return _signed(raw)
+    if base == "bool":
         return bool(raw)
-    if isinstance(kind, tuple) and kind[0] == "message" and isinstance(raw, bytes):
-        return _message(raw, kind[1])
-    raise UnsupportedProtobufError(f"cannot decode {kind!r}")
+    if base == "bytes":
+        if not isinstance(raw, bytes):
+            raise UnsupportedProtobufError(f"{where}: expected bytes")
+        return base64.b64encode(raw).decode()
+    if base == "quantity":  # resource.Quantity {string = 1}
+        if not isinstance(raw, bytes):
+            raise UnsupportedProtobufError(f"{where}: expected a Quantity")
+        found = dict(_fields(raw)).get(1, b"")
+        return found.decode() if isinstance(found, bytes) else ""
+    if base == "int-or-string":  # intstr.IntOrString {type = 1, intVal = 2, strVal = 3}
+        if not isinstance(raw, bytes):
+            raise UnsupportedProtobufError(f"{where}: expected an IntOrString")
+        parts = dict(_fields(raw))
+        if parts.get(1, 0) == 1:
+            text = parts.get(3, b"")
+            return text.decode() if isinstance(text, bytes) else ""
+        number = parts.get(2, 0)
+        return _signed(number) if isinstance(number, int) else 0
+    raise UnsupportedProtobufError(f"{where}: cannot decode {kind!r}")
 
 
-def _message(data: bytes, spec: Spec) -> dict[str, Any]:
+def _value(kind: Kind, raw: Raw, where: str) -> Any:
+    if isinstance(kind, str):
+        return _scalar(kind, raw, where)
+    if kind[0] in ("message", "message?"):
+        if not isinstance(raw, bytes):
+            raise UnsupportedProtobufError(f"{where}: expected a message")
+        spec: Spec = kind[1]
+        return _message(raw, spec, where)
+    raise UnsupportedProtobufError(f"{where}: cannot decode {kind!r}")
+
+
+def _keep(kind: Kind, value: Any) -> bool:
+    """Whether a decoded single value belongs in the JSON form."""
+    if isinstance(kind, str):
+        return kind.endswith("?") or value not in _ZERO
+    return kind[0] == "message?" or value != {}
+
+
+def _map_entry(kind: Kind, raw: Raw, where: str) -> tuple[str, Any]:
+    if not isinstance(raw, bytes):
+        raise UnsupportedProtobufError(f"{where}: expected a map entry")
+    pair = dict(_fields(raw))
+    key = pair.get(1, b"")
+    if not isinstance(key, bytes):
+        raise UnsupportedProtobufError(f"{where}: expected a map key")
+    value = pair.get(2, b"")
+    return key.decode(), _value(kind, value, where)
+
+
+def _message(data: bytes, spec: Spec, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for number, raw in _fields(data):
         entry = spec.get(number)
+        here = f"{where}.{entry[0] if entry else number}"
         if entry is None:
+            if not _is_zero(raw):
+                raise UnsupportedProtobufError(f"{here}: field not decoded by this server")
             continue
         name, kind = entry
-        if kind in ("map", "map-bytes") and isinstance(raw, bytes):
-            pair = dict(_fields(raw))
-            key = pair.get(1, b"")
-            value = pair.get(2, b"")
-            assert isinstance(key, bytes) and isinstance(value, bytes)
-            decoded = base64.b64encode(value).decode() if kind == "map-bytes" else value.decode()
-            out.setdefault(name, {})[key.decode()] = decoded
-        elif isinstance(kind, tuple) and kind[0] == "repeated":
-            out.setdefault(name, []).append(_value(kind[1], raw))
+        if kind == "skip":
+            continue
+        if isinstance(kind, tuple) and kind[0] == "repeated":
+            out.setdefault(name, []).append(_value(kind[1], raw, here))
+        elif isinstance(kind, tuple) and kind[0] == "map":
+            key, value = _map_entry(kind[1], raw, here)
+            out.setdefault(name, {})[key] = value
         else:
-            value = _value(kind, raw)
-            if value not in ("", 0, False, {}):
+            value = _value(kind, raw, here)
+            if _keep(kind, value):
                 out[name] = value
     return out
 
@@ -148,9 +189,9 @@ def decode(data: bytes) -> dict[str, Any]:
     raw = envelope.get(2, b"")
     if not isinstance(type_meta, bytes) or not isinstance(raw, bytes):
         raise UnsupportedProtobufError("malformed envelope")
-    meta = _message(type_meta, {1: ("apiVersion", "string"), 2: ("kind", "string")})
+    meta = _message(type_meta, {1: ("apiVersion", "string"), 2: ("kind", "string")}, "TypeMeta")
     key = (meta.get("apiVersion", ""), meta.get("kind", ""))
     spec = KINDS.get(key)
     if spec is None:
         raise UnsupportedProtobufError(f"{key[1]} in {key[0]} is only accepted as JSON")
-    return {"apiVersion": key[0], "kind": key[1], **_message(raw, spec)}
+    return {"apiVersion": key[0], "kind": key[1], **_message(raw, spec, key[1])}

@@ -66,6 +66,28 @@ class LabelSelector:
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(r.matches(labels) for r in self.requirements)
 
+    def text(self) -> str:
+        """The selector in the string syntax, requirements ordered by key (as kubectl shows
+        a metav1.LabelSelector); empty for a selector without requirements."""
+        return ",".join(_requirement_text(r) for r in sorted(self.requirements, key=_by_key))
+
+
+def _by_key(requirement: Requirement) -> str:
+    return requirement.key
+
+
+def _requirement_text(requirement: Requirement) -> str:
+    op, key = requirement.op, requirement.key
+    values = sorted(requirement.values)
+    if op is Op.EXISTS:
+        return key
+    if op is Op.DOES_NOT_EXIST:
+        return f"!{key}"
+    if op in (Op.IN, Op.NOT_IN):
+        return f"{key} {op.value} ({','.join(values)})"
+    symbol = {Op.GREATER: ">", Op.LESS: "<"}.get(op, op.value)
+    return f"{key}{symbol}{','.join(values)}"
+
 
 EVERYTHING = LabelSelector(())
 

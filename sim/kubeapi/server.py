@@ -134,10 +134,23 @@ class ApiServer:
             return await self._handle(request)
         except errors.ApiError as err:
             return error_response(err)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except asyncio.CancelledError:
             raise
+        except ConnectionResetError:
+            # The client went away while sending (a killed controller, say): its body never
+            # fully arrived, nothing was written, and nobody is left to answer.
+            log.info("client gone before %s %s was read", request.method, request.path_qs)
+            return web.Response(status=499, text="client closed request")
         except Exception as exc:
-            log.exception("unexpected failure serving %s %s", request.method, request.path_qs)
+            # Never swallow the cause: the traceback goes to the log (exc_info) and the
+            # exception's type and text into the log line and the 500 Status.
+            log.error(
+                "unexpected failure serving %s %s: %r",
+                request.method,
+                request.path_qs,
+                exc,
+                exc_info=exc,
+            )
             return error_response(errors.internal_error(repr(exc)))
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:

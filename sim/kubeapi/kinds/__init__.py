@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from sim.kubeapi import builtin_schemas
-from sim.kubeapi.kinds import apiextensions, apps, core, dra, events, webhooks
+from sim.kubeapi.kinds import (
+    apiextensions,
+    apps,
+    core,
+    dra,
+    events,
+    networking,
+    policy,
+    rbac,
+    webhooks,
+)
 from sim.kubeapi.resources import ALL_VERBS, Converter, Registry, ResourceType, Strategy
 
 
@@ -147,6 +157,46 @@ def register_builtins(registry: Registry) -> None:
             categories=("all",),
         ),
         _rt("batch", "v1", "jobs", "Job", apps.JobStrategy(), categories=("all",)),
+        _rt("rbac.authorization.k8s.io", "v1", "roles", "Role", rbac.RoleStrategy(cluster=False)),
+        _rt(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            rbac.RoleStrategy(cluster=True),
+            namespaced=False,
+        ),
+        _rt(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            rbac.BindingStrategy(cluster=False),
+        ),
+        _rt(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            rbac.BindingStrategy(cluster=True),
+            namespaced=False,
+        ),
+        _rt(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            policy.PodDisruptionBudgetStrategy(),
+            short=("pdb",),
+        ),
+        _rt(
+            "networking.k8s.io",
+            "v1",
+            "networkpolicies",
+            "NetworkPolicy",
+            networking.NetworkPolicyStrategy(),
+            short=("netpol",),
+        ),
         _rt(
             "apiextensions.k8s.io",
             "v1",

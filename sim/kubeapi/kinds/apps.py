@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sim.kubeapi import errors, tables
 from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import (
     condition,
+    default_claim_template,
     default_pod_spec,
     ensure,
     get,
@@ -32,13 +34,24 @@ def _selector_immutable(new: Obj, old: Obj) -> list[FieldError]:
 
 
 def _workload_validate(
-    obj: Obj, kind: str, *, restart_policies: tuple[str, ...] = ("Always",)
+    obj: Obj,
+    kind: str,
+    *,
+    restart_policies: tuple[str, ...] = ("Always",),
+    claim_volumes: Collection[str] = (),
 ) -> list[FieldError]:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return [errors.required("spec")]
     out, selector = validate_workload_selector(spec, "spec", kind)
-    out.extend(validate_pod_template(spec.get("template"), "spec.template", selector=selector))
+    out.extend(
+        validate_pod_template(
+            spec.get("template"),
+            "spec.template",
+            selector=selector,
+            claim_volumes=claim_volumes,
+        )
+    )
     policy = get(spec, "template", "spec", "restartPolicy")
     if policy is not None and policy not in restart_policies:
         out.append(
@@ -285,12 +298,22 @@ class StatefulSetStrategy(Strategy):
         retention.setdefault("whenDeleted", "Retain")
         retention.setdefault("whenScaled", "Retain")
         _default_template(spec)
+        for claim in spec.get("volumeClaimTemplates") or ():
+            if isinstance(claim, dict):
+                default_claim_template(claim)
 
     def initial_status(self, obj: Obj) -> Any:
         return {"replicas": 0, "availableReplicas": 0}
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        return _workload_validate(obj, "statefulset")
+        # Containers may mount the claims made from volumeClaimTemplates (they take precedence
+        # over template volumes of the same name), as the real validation allows.
+        claims = [
+            get(claim, "metadata", "name")
+            for claim in get(obj, "spec", "volumeClaimTemplates") or ()
+            if get(claim, "metadata", "name")
+        ]
+        return _workload_validate(obj, "statefulset", claim_volumes=claims)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         out = self.validate(new)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sim.kubeapi import errors, names, selectors
@@ -85,7 +86,26 @@ def default_pod_spec(spec: Obj) -> None:
                 default_container(container)
 
 
-def validate_pod_spec(spec: Any, path: str) -> list[FieldError]:
+def default_claim_template(claim: Obj) -> None:
+    """A PersistentVolumeClaim embedded in a StatefulSet, defaulted as the server does."""
+    claim.setdefault("apiVersion", "v1")
+    claim.setdefault("kind", "PersistentVolumeClaim")
+    spec = ensure(claim, "spec")
+    spec.setdefault("volumeMode", "Filesystem")
+    resources = spec.get("resources")
+    if isinstance(resources, dict):
+        for kind in ("requests", "limits"):
+            amounts = resources.get(kind)
+            if isinstance(amounts, dict):
+                resources[kind] = {name: quantity_text(v) for name, v in amounts.items()}
+    ensure(claim, "status").setdefault("phase", "Pending")
+
+
+def validate_pod_spec(
+    spec: Any, path: str, *, claim_volumes: Collection[str] = ()
+) -> list[FieldError]:
+    """``claim_volumes``: names volume mounts may use besides the spec's volumes (a
+    StatefulSet's volumeClaimTemplates)."""
     if not isinstance(spec, dict):
         return [errors.required(path)]
     out: list[FieldError] = []
@@ -105,9 +125,10 @@ def validate_pod_spec(spec: Any, path: str) -> list[FieldError]:
     if not containers:
         out.append(errors.required(f"{path}.containers"))
     seen: set[str] = set()
+    mountable = volumes | set(claim_volumes)
     for key in ("initContainers", "containers"):
         for i, container in enumerate(spec.get(key) or ()):
-            out.extend(_validate_container(container, f"{path}.{key}[{i}]", seen, volumes))
+            out.extend(_validate_container(container, f"{path}.{key}[{i}]", seen, mountable))
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in RESTART_POLICIES:
         out.append(errors.not_supported(f"{path}.restartPolicy", policy, RESTART_POLICIES))
@@ -209,7 +230,11 @@ def _validate_container(
 
 
 def validate_pod_template(
-    template: Any, path: str, *, selector: selectors.LabelSelector | None
+    template: Any,
+    path: str,
+    *,
+    selector: selectors.LabelSelector | None,
+    claim_volumes: Collection[str] = (),
 ) -> list[FieldError]:
     if not isinstance(template, dict):
         return [errors.required(path)]
@@ -222,7 +247,7 @@ def validate_pod_template(
                 f"{path}.metadata.labels", labels, "`selector` does not match template `labels`"
             )
         )
-    out.extend(validate_pod_spec(template.get("spec"), f"{path}.spec"))
+    out.extend(validate_pod_spec(template.get("spec"), f"{path}.spec", claim_volumes=claim_volumes))
     return out
 
 

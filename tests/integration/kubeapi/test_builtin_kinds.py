@@ -556,3 +556,43 @@ async def test_resource_quantities_are_written_back_as_strings(http: Http) -> No
         "limits": {"nvidia.com/gpu": "4", "cpu": "500m"},
         "requests": {"memory": "1Gi", "cpu": "2"},
     }
+
+
+async def test_statefulset_containers_may_mount_claim_templates(http: Http) -> None:
+    template = _template({"a": "db"})
+    template["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    claim = {
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": 1}}},
+    }
+    sts: dict[str, Any] = {
+        "metadata": {"name": "db"},
+        "spec": {
+            "serviceName": "db",
+            "selector": {"matchLabels": {"a": "db"}},
+            "template": template,
+            "volumeClaimTemplates": [claim],
+        },
+    }
+    status, body, _ = await http.post("/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert status == 201, body
+    [stored] = body["spec"]["volumeClaimTemplates"]
+    assert stored["apiVersion"] == "v1" and stored["kind"] == "PersistentVolumeClaim"
+    assert stored["spec"]["volumeMode"] == "Filesystem"
+    assert stored["spec"]["resources"] == {"requests": {"storage": "1"}}
+    assert stored["status"] == {"phase": "Pending"}
+    # A mount naming neither a volume nor a claim template is still refused.
+    template["spec"]["containers"][0]["volumeMounts"] = [{"name": "cache", "mountPath": "/c"}]
+    sts["metadata"]["name"] = "db2"
+    status, body, _ = await http.post("/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert status == 422
+    [cause] = body["details"]["causes"]
+    assert cause["field"] == "spec.template.spec.containers[0].volumeMounts[0].name"
+    assert cause["reason"] == "FieldValueNotFound"
+    # Deployments have no claim templates: the same mount is unknown there.
+    deployment = {
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"a": "db"}}, "template": template},
+    }
+    status, _, _ = await http.post("/apis/apps/v1/namespaces/default/deployments", deployment)
+    assert status == 422

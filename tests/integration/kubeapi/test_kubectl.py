@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -267,6 +268,67 @@ async def test_imperative_create_commands(kubectl: Kubectl, http: Http) -> None:
     assert secret["data"] == {"user": "eA=="} and secret["type"] == "Opaque"
     status, _, _ = await http.get("/api/v1/namespaces/team-a/serviceaccounts/robot")
     assert status == 200
+
+
+async def test_imperative_create_of_workloads_rbac_and_budgets(
+    kubectl: Kubectl, http: Http
+) -> None:
+    # Also protobuf bodies: the decoded object must equal what the generator builds as JSON.
+    commands = [
+        ("deployment", "web", "--image=nginx:1.25", "--port=8080", "--replicas=0"),
+        ("job", "once", "--image=busybox", "--", "echo", "hi"),
+        ("role", "reader", "--verb=get,list", "--resource=pods,deployments.apps"),
+        ("clusterrole", "logs", "--verb=get", "--non-resource-url=/logs/*"),
+        ("rolebinding", "rb", "--role=reader", "--user=alice", "--serviceaccount=default:sa"),
+        ("clusterrolebinding", "crb", "--clusterrole=logs", "--group=ops"),
+        ("poddisruptionbudget", "budget", "--selector=app=web", "--min-available=50%"),
+    ]
+    for kind, name, *flags in commands:
+        offline = await kubectl.ok(
+            "create",
+            kind,
+            name,
+            *_before_command(flags),
+            "--dry-run=client",
+            "-o",
+            "json",
+            *_command(flags),
+        )
+        await kubectl.ok("create", kind, name, *flags)
+        listed = await kubectl.ok("get", kind, name, "-o", "json")
+        assert _subset(json.loads(offline), json.loads(listed)), (kind, offline, listed)
+    _, deployment, _ = await http.get("/apis/apps/v1/namespaces/default/deployments/web")
+    assert deployment["spec"]["replicas"] == 0  # a pointer field: zero is kept
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    _, job, _ = await http.get("/apis/batch/v1/namespaces/default/jobs/once")
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
+    _, budget, _ = await http.get("/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget")
+    assert budget["spec"]["minAvailable"] == "50%"
+
+
+def _before_command(flags: list[str]) -> list[str]:
+    return flags[: flags.index("--")] if "--" in flags else flags
+
+
+def _command(flags: list[str]) -> list[str]:
+    return flags[flags.index("--") :] if "--" in flags else []
+
+
+def _subset(small: Any, big: Any) -> bool:
+    """Every field of ``small`` is in ``big`` (empty values and status aside)."""
+    if isinstance(small, dict):
+        return isinstance(big, dict) and all(
+            key == "status" or value in ({}, None) or (key in big and _subset(value, big[key]))
+            for key, value in small.items()
+        )
+    if isinstance(small, list):
+        return (
+            isinstance(big, list)
+            and len(small) == len(big)
+            and all(_subset(a, b) for a, b in zip(small, big, strict=True))
+        )
+    return bool(small == big)
 
 
 async def _first_watch_line(kubectl: Kubectl, *args: str) -> str:

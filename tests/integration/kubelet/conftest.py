@@ -32,7 +32,10 @@ FAST_INFORMERS = InformerSettings(backoff_initial_s=0.05, backoff_max_s=0.5)
 @pytest.fixture
 def emulator_config() -> ServerConfig:
     # Bound pods are deleted gracefully, as on a real cluster: the kubelet finishes the job.
-    return ServerConfig(bookmark_interval_s=0.5, pod_graceful_deletion=True)
+    # Short pod toleration times, so that eviction after a node goes away happens within a test.
+    return ServerConfig(
+        bookmark_interval_s=0.5, pod_graceful_deletion=True, default_toleration_seconds=1
+    )
 
 
 @pytest.fixture(scope="session")
