@@ -147,6 +147,31 @@ class Metrics:
             registry=r,
         )
 
+        # The clique allocator (services/clique_allocator).
+        self.admissions = Counter(
+            "cdo_admissions",
+            "Admission reviews answered, by webhook and result (gated, passed, refused, error).",
+            ["webhook", "result"],
+            registry=r,
+        )
+        self.placement_decisions = Counter(
+            "cdo_placement_decisions",
+            "Placement decisions: a record written (Recorded) or a gang left waiting (its reason).",
+            ["result"],
+            registry=r,
+        )
+        self.placement_decision_seconds = Histogram(
+            "cdo_placement_decision_seconds",
+            "Time one placement decision took, view rebuild included.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.waiting_gangs = Gauge(
+            "cdo_waiting_gangs",
+            "Domains with pods the allocator cannot place now.",
+            registry=r,
+        )
+
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""
         return bytes(generate_latest(self.registry))

@@ -9,6 +9,10 @@ For a domain that is not being deleted:
    recording an Event for each notable transition (``notices.py``);
 4. publish a membership event if what it says changed (``membership.py``).
 
+While spans are exported, each reconcile's span joins the domain's trace (or the trace of a
+fault the domain goes through), and the domain's trace annotations are written with the
+finalizer or when they change (``tracecontext.py``).
+
 For a domain being deleted, while the finalizer is held: report ``Deleting`` with what it waits
 for; once no pod uses its claims and the allocator has deleted its Placement, delete the
 template, publish the final ``Deleted`` event and remove the finalizer. A domain that vanished
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from opentelemetry.trace import Tracer
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Tracer
 
 from services.domain_controller.caches import Caches, template_key
 from services.domain_controller.facts import gather
@@ -36,11 +42,23 @@ from services.domain_controller.template import (
     ownership,
     spec_drifted,
 )
+from services.domain_controller.tracecontext import (
+    STORY_KEYS,
+    desired_annotations,
+    fault_context,
+    node_fault_contexts,
+    ready,
+    story,
+)
 from services.domain_controller.writes import DomainWrites, OwnWrites
 from shared.bus import EventBus
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS
-from shared.crds.names import DOMAIN_FINALIZER
+from shared.crds.names import (
+    DOMAIN_FINALIZER,
+    FAULT_TRACE_CONTEXT_ANNOTATION,
+    TRACE_CONTEXT_ANNOTATION,
+)
 from shared.crds.placement import PlacementSpec
 from shared.errors import TerminalError
 from shared.events import DomainMembershipChanged
@@ -49,6 +67,7 @@ from shared.kube.keys import ObjectKey
 from shared.kube.models import ResourceClaimTemplate
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder, EventType
+from shared.tracing import annotation_changes, annotations_for, exports, story_parent
 
 
 def now_in_seconds() -> datetime:
@@ -82,12 +101,57 @@ class DomainReconciler:
 
     async def reconcile(self, key: ObjectKey) -> Result:
         attributes = {"cdo.domain.namespace": key.namespace, "cdo.domain.name": key.name}
-        with self._tracer.start_as_current_span("reconcile ComputeDomain", attributes=attributes):
-            return await self._reconcile(key)
-
-    async def _reconcile(self, key: ObjectKey) -> Result:
         text = str(key)
         domain = self._own.latest(text, self._caches.domains.cache.get(text))
+        # Trace annotations are read and written only while spans are exported: with tracing
+        # off the controller does exactly what it did without them.
+        traced = exports(self._tracer)
+        parent, links = self._story(domain) if traced and domain is not None else (None, [])
+        with self._tracer.start_as_current_span(
+            "reconcile ComputeDomain", context=parent, links=links, attributes=attributes
+        ) as span:
+            own = annotations_for(span, key=TRACE_CONTEXT_ANNOTATION) if traced else {}
+            own_trace = own.get(TRACE_CONTEXT_ANNOTATION)
+            return await self._reconcile(key, domain, own_trace)
+
+    # -- which trace -----------------------------------------------------------------------------
+
+    def _story(self, domain: ComputeDomain) -> tuple[Context | None, list[Link]]:
+        """The parent and links of this reconcile's span (see ``tracecontext.py``)."""
+        fault = fault_context(
+            recorded=domain.metadata.annotations.get(FAULT_TRACE_CONTEXT_ANNOTATION),
+            on_nodes=self._fault_contexts(domain),
+            ready=ready(domain.status),
+        )
+        return story_parent(story(domain.metadata.annotations, fault), keys=STORY_KEYS)
+
+    def _fault_contexts(self, domain: ComputeDomain) -> list[str]:
+        """Fault contexts on the nodes the domain uses: its Placement's members, and the nodes
+        its pods are (or were, while they terminate) bound to."""
+        placement = self._placement(domain)
+        names = {member.node for member in placement.members} if placement else set()
+        pods = self._caches.pods_using(domain.metadata.namespace, domain.template_name)
+        names.update(pod.spec.node_name for pod in pods if pod.spec.node_name)
+        nodes = self._caches.nodes.cache
+        return node_fault_contexts(nodes.get(name) for name in sorted(names))
+
+    def _trace_changes(
+        self, domain: ComputeDomain, own_trace: str | None, *, fault: str | None
+    ) -> dict[str, str | None]:
+        """The annotation writes that bring the domain's trace context and the fault it follows
+        up to date: none when they are, or while spans are not exported (``own_trace`` None)."""
+        if own_trace is None:
+            return {}
+        current = domain.metadata.annotations
+        return annotation_changes(
+            current, desired_annotations(current, own_trace=own_trace, fault=fault)
+        )
+
+    # -- the reconcile ---------------------------------------------------------------------------
+
+    async def _reconcile(
+        self, key: ObjectKey, domain: ComputeDomain | None, own_trace: str | None
+    ) -> Result:
         if domain is None:
             await self.vanished(key)
             return Result()
@@ -96,12 +160,21 @@ class DomainReconciler:
             # Without our finalizer there is nothing of ours to release: it goes without us.
             return await self._finalize(key, domain) if held else Result()
         if not held:
-            domain = await self._writes.add_finalizer(domain)
-        return await self._converge(key, domain)
+            # The domain's trace context goes out with the finalizer: no extra write. The fault
+            # stays as recorded here; it is decided after the assessment.
+            changes = self._trace_changes(
+                domain,
+                own_trace,
+                fault=domain.metadata.annotations.get(FAULT_TRACE_CONTEXT_ANNOTATION),
+            )
+            domain = await self._writes.add_finalizer(domain, annotations=changes)
+        return await self._converge(key, domain, own_trace)
 
     # -- a live domain -------------------------------------------------------------------------
 
-    async def _converge(self, key: ObjectKey, domain: ComputeDomain) -> Result:
+    async def _converge(
+        self, key: ObjectKey, domain: ComputeDomain, own_trace: str | None
+    ) -> Result:
         template = self._template(domain)
         owner = self._ownership(template, domain)
         if owner.kind == "stale" and template is not None:
@@ -118,7 +191,19 @@ class DomainReconciler:
         elif owner.kind == "ours" and template is not None:
             await self._repair(domain, template)
         conflict = owner.message if owner.kind == "conflict" else ""
-        await self._report(key, domain, self._assess(domain, conflict=conflict))
+        assessment = self._assess(domain, conflict=conflict)
+        # Low cardinality, and what a reader of the trace looks for: where the domain stands.
+        trace.get_current_span().set_attribute("cdo.domain.phase", assessment.phase)
+        if own_trace is not None:
+            fault = fault_context(
+                recorded=domain.metadata.annotations.get(FAULT_TRACE_CONTEXT_ANNOTATION),
+                on_nodes=self._fault_contexts(domain),
+                ready=ready(assessment.status),
+            )
+            changes = self._trace_changes(domain, own_trace, fault=fault)
+            if changes:
+                domain = await self._writes.annotate(domain, changes)
+        await self._report(key, domain, assessment)
         if conflict:
             raise TerminalError(conflict, reason="TemplateNameConflict")
         return Result(requeue_after=self._resync_s) if self._resync_s > 0 else Result()

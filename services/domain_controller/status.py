@@ -6,8 +6,9 @@ condition's status does):
 - ``Placed``: True when the allocator's Placement exists; else ``WaitingForPlacement``, or
   ``Released`` while deleting.
 - ``Degraded``: True when a member node has a ``cdo.dev/gpu-fault`` taint, is gone, has a
-  kubelet that is not Ready, or its ``cdo.dev/ImexReady`` is not True; else ``Healthy``, or
-  ``NotPlaced``.
+  kubelet that is not Ready, or its ``cdo.dev/ImexReady`` is not True, or when the placement
+  holds room for fewer pods than the gang size (a fault evicted members whose replacements wait);
+  else ``Healthy``, or ``NotPlaced``.
 - ``Ready``: True (``AllMembersReady``) when placed, every placed pod runs on its member node
   and no member is degraded; else the first that applies: ``Deleting``,
   ``TemplateNameConflict``, ``WaitingForPlacement``, the Degraded reason, ``PodsNotRunning``.
@@ -15,8 +16,9 @@ condition's status does):
   ``WaitingForPlacementRelease``, ``Releasing``.
 
 ``Degraded`` reasons, most serious first: ``NodeFault``, ``NodeMissing``, ``NodeNotReady``,
-``ImexNotReady``. ``status.status`` (NVIDIA's field) is Ready exactly when condition Ready is True;
-``status.nodes`` has one entry per member node, Ready when that node is healthy and its pods run.
+``ImexNotReady``, ``MembersMissing``. ``status.status`` (NVIDIA's field) is Ready exactly when
+condition Ready is True; ``status.nodes`` has one entry per member node, Ready when that node is
+healthy and its pods run.
 
 The phase published in membership events: ``Deleting``; ``NotReady`` (template conflict);
 ``Pending`` (not placed); ``Degraded``; ``Ready``; else ``Placed`` (waiting for pods).
@@ -44,7 +46,7 @@ DeletionStep = Literal["WaitingForPods", "WaitingForPlacementRelease", "Releasin
 
 _LISTED = 5  # names listed in a message before "and N more"
 # Degraded reasons, most serious first: the domain reports the worst one.
-_SEVERITY = ("NodeFault", "NodeMissing", "NodeNotReady", "ImexNotReady")
+_SEVERITY = ("NodeFault", "NodeMissing", "NodeNotReady", "ImexNotReady", "MembersMissing")
 
 
 class Assessment(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,10 +116,21 @@ def _runs_on(pod: PodFacts | None, node: str) -> bool:
     return pod is not None and pod.running and pod.node == node
 
 
-def _degraded(placed: bool, members: list[_Member]) -> _Verdict:
-    if not placed:
+def _degraded(placement: PlacementSpec | None, members: list[_Member]) -> _Verdict:
+    if placement is None:
         return _Verdict(status="False", reason="NotPlaced", message="the domain is not placed")
     troubled = [m for m in members if m.problem]
+    reserved = reserved_pods(placement)
+    if not troubled and reserved < placement.size:
+        # The allocator reserves a gang whole (pods that do not exist yet included), so a
+        # placed domain with fewer reserved pods has lost members (a fault evicted them and
+        # the allocator released their node) or grew beyond the room its clique has left.
+        return _Verdict(
+            status="True",
+            reason="MembersMissing",
+            message=f"room reserved for {reserved} of {placement.size} pods; the rest wait "
+            f"for room in clique {placement.clique}",
+        )
     if not troubled:
         return _Verdict(
             status="False",
@@ -127,6 +140,11 @@ def _degraded(placed: bool, members: list[_Member]) -> _Verdict:
     worst = min(_SEVERITY.index(m.problem) for m in troubled)
     details = [m.detail for m in sorted(troubled, key=lambda m: _SEVERITY.index(m.problem))]
     return _Verdict(status="True", reason=_SEVERITY[worst], message=listed(details))
+
+
+def reserved_pods(placement: PlacementSpec) -> int:
+    """Pods the placement holds GPUs for, whether or not they exist yet."""
+    return sum(member.gpus for member in placement.members) // placement.gpus_per_pod
 
 
 def _placed(facts: DomainFacts) -> _Verdict:
@@ -253,7 +271,7 @@ def compute_status(
     placement = facts.placement
     members = _members(facts, placement) if placement is not None else []
     placed = _placed(facts)
-    degraded = _degraded(placement is not None, members)
+    degraded = _degraded(placement, members)
     ready = _ready(facts, members, degraded)
     step = deletion_step(facts) if facts.deleting else None
 

@@ -79,9 +79,21 @@ class DomainWrites:
         self._own.remember(domain, updated)
         return updated
 
-    async def add_finalizer(self, domain: ComputeDomain) -> ComputeDomain:
+    async def add_finalizer(
+        self, domain: ComputeDomain, *, annotations: dict[str, str | None] | None = None
+    ) -> ComputeDomain:
+        """Add the finalizer, and in the same write the given annotation changes."""
         finalizers = [*domain.metadata.finalizers, DOMAIN_FINALIZER]
-        return await self._patch_domain(domain, self._finalizers(domain, finalizers))
+        body = self._finalizers(domain, finalizers)
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        return await self._patch_domain(domain, body)
+
+    async def annotate(
+        self, domain: ComputeDomain, annotations: dict[str, str | None]
+    ) -> ComputeDomain:
+        """Merge-patch the given annotations (None removes one); others' annotations stay."""
+        return await self._patch_domain(domain, {"metadata": {"annotations": annotations}})
 
     async def remove_finalizer(self, domain: ComputeDomain) -> None:
         finalizers = [f for f in domain.metadata.finalizers if f != DOMAIN_FINALIZER]

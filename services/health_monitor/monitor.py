@@ -20,6 +20,12 @@ node in one process. :meth:`HealthMonitor.run` runs three loops until cancelled:
   events through a token bucket) and apply the desired health to the Node with
   :class:`NodeWriter`. A failed write is retried with backoff; events are best effort, the
   Node is the source of truth.
+
+Tracing: the span that announces a new fault episode is the root of the fault's trace; while
+spans are exported its context goes on the Node as ``cdo.dev/fault-trace-context`` in the same
+write as the taint, and comes off when the episode ends. Later announcements of the episode and
+its recovery event are spans of that trace, and the domain controller and allocator follow it
+for the domains on the node (docs/events.md, "One trace per story").
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from opentelemetry.trace import Tracer
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Tracer
 
 from services.health_monitor.classification import DEFAULT_CLASSIFIER, Classifier
 from services.health_monitor.derive import event_signal, node_signals
@@ -58,9 +65,10 @@ from services.health_monitor.state import (
     desired_health,
     next_deadline,
     resumed_episode,
+    resumed_trace,
 )
 from services.health_monitor.writer import NodeWriter
-from shared.crds.names import CLIQUE_LABEL, GPU_FAULT_TAINT
+from shared.crds.names import CLIQUE_LABEL, FAULT_TRACE_CONTEXT_ANNOTATION, GPU_FAULT_TAINT
 from shared.events import Event, NodeFault, NodeRecovered
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -82,6 +90,7 @@ from shared.nvml import (
     node_clique,
     subscribed,
 )
+from shared.tracing import annotations_for, context_from_annotations, exports
 
 log = logging.getLogger("cdo.health_monitor")
 
@@ -183,6 +192,10 @@ class HealthMonitor:
         self._write_pause = settings.write_retry_s
         self._write_retry_at: float | None = None
         self._recovery: Episode | None = None  # ended, announced once the Node is written
+        # The traceparent of the open episode's trace, and of the ended one until its recovery
+        # is announced (see _fault_span).
+        self._fault_trace: str | None = None
+        self._recovery_trace: str | None = None
         self._unrecorded: list[Fault] = []  # published, not yet recorded as Kubernetes Events
         self._recovery_unrecorded = False
 
@@ -227,6 +240,8 @@ class HealthMonitor:
         )
         self.episode = resumed_episode(effect=effect, now=self._clock())
         if self.episode.open:
+            # The episode goes on after a restart: so does its trace, if the Node carries it.
+            self._fault_trace = resumed_trace(node.metadata.annotations)
             log.info(
                 "node already carries the fault taint; keeping it for a hold-down",
                 extra={"node": self.node_name, "effect": effect},
@@ -432,6 +447,7 @@ class HealthMonitor:
         self.episode = step.episode
         if step.recovered is not None:
             self._recovery = step.recovered  # announced once the Node shows it
+            self._recovery_trace, self._fault_trace = self._fault_trace, None
         elif step.announce and self._recovery is not None:
             await self._recovered()  # a new episode: the old one's end goes out first
         await self._announce(step, now=now)
@@ -448,7 +464,8 @@ class HealthMonitor:
         if node is None or (self._write_retry_at is not None and now < self._write_retry_at):
             return
         try:
-            self._node = _newer(self._node, await self._writer.apply(health, node))
+            written = await self._writer.apply(health, node, annotations=self._annotations())
+            self._node = _newer(self._node, written)
         except KubeApiError as exc:
             self._write_failed(exc, now=now)
             return
@@ -510,22 +527,46 @@ class HealthMonitor:
                 published.append(fault)
             else:
                 self.metrics.fault_events.labels("suppressed").inc()
-        if not published:
+        if not published and not step.started:
             return
-        if self._tracer is None:
+        # A new episode's span is the root of the fault's trace; later announcements of the
+        # same episode are its children.
+        with self._fault_span("health fault", None if step.started else self._fault_trace) as span:
+            if step.started and span is not None:
+                self._fault_trace = annotations_for(span, key=FAULT_TRACE_CONTEXT_ANNOTATION).get(
+                    FAULT_TRACE_CONTEXT_ANNOTATION
+                )
             await self._publish_faults(published)
-        else:
-            with self._tracer.start_as_current_span(
-                "health fault", attributes={"cdo.node": self.node_name}
-            ):
-                await self._publish_faults(published)
         self._unrecorded = [*self._unrecorded, *published][-_MAX_UNRECORDED:]
 
     async def _recovered(self) -> None:
         episode, self._recovery = self._recovery, None
+        parent, self._recovery_trace = self._recovery_trace, None
         if episode is not None:
-            await self._publish_recovered(episode)
+            with self._fault_span("health recovered", parent):
+                await self._publish_recovered(episode)
             self._recovery_unrecorded = True
+
+    @contextlib.contextmanager
+    def _fault_span(self, name: str, parent: str | None) -> Iterator[Span | None]:
+        """A span of the fault's trace: a child of ``parent``, or a new root when None."""
+        if self._tracer is None:
+            yield None
+            return
+        context = context_from_annotations(
+            {FAULT_TRACE_CONTEXT_ANNOTATION: parent or ""}, key=FAULT_TRACE_CONTEXT_ANNOTATION
+        )
+        with self._tracer.start_as_current_span(
+            name, context=context or Context(), attributes={"cdo.node": self.node_name}
+        ) as span:
+            yield span
+
+    def _annotations(self) -> dict[str, str | None] | None:
+        """The fault's trace context the Node should carry: only while an episode is open and
+        spans are exported (with tracing off the Node is written as it always was)."""
+        if not exports(self._tracer):
+            return None
+        return {FAULT_TRACE_CONTEXT_ANNOTATION: self._fault_trace if self.episode.open else None}
 
     async def _publish_faults(self, faults: list[Fault]) -> None:
         clique = self._clique()

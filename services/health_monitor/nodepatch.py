@@ -1,6 +1,6 @@
 """The writes that bring a Node to its desired health: pure diffs, None when nothing differs.
 
-The monitor owns three things on its Node and writes nothing else:
+The monitor owns these things on its Node and writes nothing else:
 
 - the clique labels (``nvidia.com/gpu.clique``, ``cdo.dev/nvlink-domain``): a JSON merge patch
   of ``metadata.labels`` naming only those two keys;
@@ -8,7 +8,9 @@ The monitor owns three things on its Node and writes nothing else:
   patches, so it is written whole, from the taints read, other writers' taints kept as they
   were, with that read's ``resourceVersion`` as precondition (a 409 means: read and try again);
 - the ``cdo.dev/GpuHealthy`` condition: a strategic merge patch of the status subresource,
-  which merges conditions by ``type`` and so leaves the kubelet's and the IMEX agent's alone.
+  which merges conditions by ``type`` and so leaves the kubelet's and the IMEX agent's alone;
+- the ``cdo.dev/fault-trace-context`` annotation while a fault episode is open and spans are
+  exported: a JSON merge patch of ``metadata.annotations`` naming only that key.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from services.health_monitor.faults import Reaction
 from services.health_monitor.state import ConditionState
 from shared.crds.names import GPU_FAULT_TAINT, GPU_HEALTHY_CONDITION
 from shared.kube.models import Condition, Taint
+from shared.tracing import annotation_changes
 
 # The taint's value says how bad it is; stable per effect, so tolerations can match on it.
 TAINT_VALUES = {Reaction.NO_SCHEDULE: "warning", Reaction.NO_EXECUTE: "fatal"}
@@ -40,6 +43,14 @@ def label_patch(
         if (value is None and key in current) or (value is not None and current.get(key) != value)
     }
     return {"metadata": {"labels": changes}} if changes else None
+
+
+def annotation_patch(
+    current: Mapping[str, str], desired: Mapping[str, str | None]
+) -> dict[str, Any] | None:
+    """A merge patch setting or removing the annotations that differ; None if none does."""
+    changes = annotation_changes(current, desired)
+    return {"metadata": {"annotations": changes}} if changes else None
 
 
 def _taint_body(taint: Taint) -> dict[str, Any]:

@@ -23,8 +23,9 @@ import msgspec
 
 from services.health_monitor.faults import Fault, Reaction, ordered, reaction_of
 from services.health_monitor.rules import Severity
-from shared.crds.names import CLIQUE_LABEL, NVLINK_DOMAIN_LABEL
+from shared.crds.names import CLIQUE_LABEL, FAULT_TRACE_CONTEXT_ANNOTATION, NVLINK_DOMAIN_LABEL
 from shared.nvml import CliqueStatus, NodeClique
+from shared.tracing import parse_traceparent
 
 # How many faults the condition message lists before it says "and N more".
 MESSAGE_FAULTS = 5
@@ -240,3 +241,9 @@ def desired_health(
         labels=clique_labels(None if nvml_unavailable is not None else clique),
         faults=active,
     )
+
+
+def resumed_trace(annotations: Mapping[str, str]) -> str | None:
+    """The trace of an episode resumed after a restart: the fault context the Node carries."""
+    value = annotations.get(FAULT_TRACE_CONTEXT_ANNOTATION)
+    return value if value and parse_traceparent(value) is not None else None

@@ -2,22 +2,28 @@
 
 :meth:`NodeWriter.apply` compares the desired health with the Node it is given and writes only
 what differs: the taint first (it is what moves workloads), then the condition, then the
-labels. The taint write carries the read's resourceVersion; on a conflict the Node is read
-again and the diff recomputed, so a kubelet or lifecycle controller writing its own taints in
-between is never overwritten. Every write returns the Node as the server stored it, which
-becomes the base of the next one.
+labels. Annotations it is given (the fault's trace context) go out with the taint write, or on
+their own when only they differ. The taint write carries the read's resourceVersion; on a
+conflict the Node is read again and the diff recomputed, so a kubelet or lifecycle controller
+writing its own taints in between is never overwritten. Every write returns the Node as the
+server stored it, which becomes the base of the next one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import msgspec
 
 from services.health_monitor.metrics import HealthMetrics
-from services.health_monitor.nodepatch import condition_patch, label_patch, taint_patch
+from services.health_monitor.nodepatch import (
+    annotation_patch,
+    condition_patch,
+    label_patch,
+    taint_patch,
+)
 from services.health_monitor.state import NodeHealth
 from shared.crds.names import GPU_HEALTHY_CONDITION
 from shared.kube.client import KubeClient
@@ -58,9 +64,22 @@ class NodeWriter:
         """The Node as the server has it now (KubeApiError 404 while it does not exist)."""
         return _NODE.decode(await self._client.get(NODES, self._name))
 
-    async def apply(self, health: NodeHealth, node: Node) -> Node:
-        """Bring ``node`` to ``health``; the Node after the last write (``node`` if none)."""
-        node = await self._apply_taints(health, node)
+    async def apply(
+        self,
+        health: NodeHealth,
+        node: Node,
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> Node:
+        """Bring ``node`` to ``health``; the Node after the last write (``node`` if none).
+
+        ``annotations`` (None removes one) go out with the taint when the taint changes, so a
+        reader sees both in one version of the Node; otherwise on their own when they differ.
+        """
+        node = await self._apply_taints(health, node, annotations or {})
+        patch = annotation_patch(node.metadata.annotations, annotations or {})
+        if patch is not None:
+            node = await self._write("annotations", patch)
         patch = condition_patch(
             node.condition(GPU_HEALTHY_CONDITION), health.condition, now=self._wall_clock()
         )
@@ -71,7 +90,9 @@ class NodeWriter:
             node = await self._write("labels", patch)
         return node
 
-    async def _apply_taints(self, health: NodeHealth, node: Node) -> Node:
+    async def _apply_taints(
+        self, health: NodeHealth, node: Node, annotations: Mapping[str, str | None]
+    ) -> Node:
         for attempt in range(self._conflict_retries + 1):
             patch = taint_patch(
                 node.spec.taints,
@@ -81,6 +102,9 @@ class NodeWriter:
             )
             if patch is None:
                 return node
+            with_annotations = annotation_patch(node.metadata.annotations, annotations)
+            if with_annotations is not None:
+                patch["metadata"].update(with_annotations["metadata"])
             try:
                 return await self._write("taints", patch)
             except KubeApiError as exc:

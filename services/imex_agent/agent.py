@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 import nats.errors
 from nats.aio.subscription import Subscription
+from opentelemetry.trace import Tracer
 
 from services.imex_agent.binaries import Imex
 from services.imex_agent.cdi import CdiStore
@@ -96,6 +97,7 @@ class ImexAgent:
         client: KubeClient,
         bus: EventBus | None,
         metrics: Metrics,
+        tracer: Tracer | None = None,
     ) -> None:
         self.settings = settings
         self.node = settings.node_name
@@ -148,6 +150,7 @@ class ImexAgent:
             devices=self.devices,
             cdi=CdiStore(Path(dra.cdi_root)),
             metrics=self.metrics,
+            tracer=tracer,
         )
         self.plugin = KubeletPlugin(
             driver_name=DRIVER_NAME,

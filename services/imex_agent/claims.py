@@ -27,7 +27,13 @@ from msgspec import Meta
 from services.imex_agent.cdi import ChannelGrant
 from services.imex_agent.checkpoint import DeviceRecord
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
-from shared.crds.names import DOMAIN_LABEL, DOMAIN_UID_LABEL, MAX_CHANNELS
+from shared.crds.names import (
+    DOMAIN_LABEL,
+    DOMAIN_UID_LABEL,
+    FAULT_TRACE_CONTEXT_ANNOTATION,
+    MAX_CHANNELS,
+    TRACE_CONTEXT_ANNOTATION,
+)
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject, ListMeta
@@ -75,9 +81,16 @@ class _PlacementList(msgspec.Struct, frozen=True, kw_only=True):
     items: tuple[PlacementView, ...] = ()
 
 
+STORY_KEYS = (FAULT_TRACE_CONTEXT_ANNOTATION, TRACE_CONTEXT_ANNOTATION)
+"""The trace annotations a Placement carries (copied from its domain), the fault's first: work
+for a claim of the domain is a child of the fault's trace if there is one, else the domain's."""
+
+
 class Resolution(msgspec.Struct, frozen=True, kw_only=True):
     grant: ChannelGrant
     devices: tuple[DeviceRecord, ...]
+    story: dict[str, str] = msgspec.field(default_factory=dict)
+    """The Placement's trace annotations: which trace preparing the claim belongs to."""
 
 
 def allocated_devices(obj: ResourceClaim, *, driver: str, node: str) -> tuple[DeviceRecord, ...]:
@@ -157,7 +170,9 @@ def decide(
         domain_uid=domain_uid or placement.domain_uid,
         channel=spec.channel,
     )
-    return Resolution(grant=grant, devices=devices)
+    annotations = placement.metadata.annotations
+    story = {key: annotations[key] for key in STORY_KEYS if key in annotations}
+    return Resolution(grant=grant, devices=devices, story=story)
 
 
 _claim_decoder = msgspec.json.Decoder(ResourceClaim)

@@ -3,9 +3,10 @@
 Prepare, per claim: if the checkpoint already holds the claim, make sure its device and CDI
 spec exist and answer with the recorded CDI ids (kubelet retries and agent restarts get the same
 answer without asking the API). Otherwise resolve the channel (:mod:`claims`), record the claim
-in the checkpoint, create the channel device, write the CDI spec, and answer. Unprepare removes
-the claim's CDI spec, the channel device when no other prepared claim uses that channel, and
-then the record. Both are idempotent; an unknown claim unprepares successfully.
+in the checkpoint, create the channel device, write the CDI spec, and answer; those steps are a
+span of the domain's trace (see ``STORY_KEYS`` in :mod:`claims`). Unprepare removes the claim's
+CDI spec, the channel device when no other prepared claim uses that channel, and then the
+record. Both are idempotent; an unknown claim unprepares successfully.
 
 At start (:meth:`ChannelDriver.recover`) the files are brought in line with the checkpoint:
 devices and specs of recorded claims are made to exist, and specs of ours and channel devices we
@@ -15,18 +16,23 @@ made that no recorded claim needs are removed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+from opentelemetry.trace import Tracer
+from opentelemetry.util.types import AnyValue
 
 from services.imex_agent.cdi import CdiStore, ChannelGrant, device_id, render_spec
 from services.imex_agent.channels import ChannelDeviceError, ChannelDevices
 from services.imex_agent.checkpoint import CheckpointData, CheckpointStore, ClaimRecord
-from services.imex_agent.claims import ClaimRefusedError, ClaimResolver
+from services.imex_agent.claims import STORY_KEYS, ClaimRefusedError, ClaimResolver, Resolution
 from services.imex_agent.metrics import AgentMetrics
 from shared.kube.errors import KubeApiError
 from shared.kubeletapi import Claim, PreparedDevice, PrepareResult, UnprepareResult
+from shared.tracing import story_parent
 
 log = logging.getLogger("cdo.imex_agent.driver")
 
@@ -66,7 +72,9 @@ class ChannelDriver:
         devices: ChannelDevices,
         cdi: CdiStore,
         metrics: AgentMetrics,
+        tracer: Tracer | None = None,
     ) -> None:
+        self._tracer = tracer
         self._resolver = resolver
         self._store = checkpoint
         self._devices = devices
@@ -141,6 +149,30 @@ class ChannelDriver:
                 self._make_files(record)
                 return prepare_result(record)
         resolution = await self._resolver.resolve(claim)
+        with self._domain_span(claim, resolution):
+            return await self._record_and_make(claim, resolution)
+
+    @contextlib.contextmanager
+    def _domain_span(self, claim: Claim, resolution: Resolution) -> Iterator[None]:
+        """The span of preparing a claim for its domain: part of the domain's trace (or of the
+        trace of a fault it goes through), from the annotations its Placement carries."""
+        if self._tracer is None:
+            yield
+            return
+        parent, links = story_parent(resolution.story, keys=STORY_KEYS)
+        grant = resolution.grant
+        attributes: dict[str, AnyValue] = {
+            "cdo.domain.namespace": grant.domain_namespace,
+            "cdo.domain.name": grant.domain_name,
+            "cdo.claim": claim.name,
+            "cdo.channel": grant.channel,
+        }
+        with self._tracer.start_as_current_span(
+            "prepare ResourceClaim", context=parent, links=links, attributes=attributes
+        ):
+            yield
+
+    async def _record_and_make(self, claim: Claim, resolution: Resolution) -> PrepareResult:
         async with self._lock:
             data = self.data
             record = data.claims.get(claim.uid)

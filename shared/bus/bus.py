@@ -20,7 +20,9 @@ BusClosedError when the connection closes for good.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import operator
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ from shared.bus.settings import NatsSettings
 from shared.bus.snapshots import SnapshotWriter
 from shared.errors import BusClosedError, EventError, FatalError
 from shared.events.base import Event
-from shared.events.registry import UNION_DECODER
+from shared.events.registry import ENCODER, UNION_DECODER
 from shared.events.subjects import ALL_EVENTS
 from shared.metrics import Metrics
 
@@ -61,6 +63,59 @@ class Delivery:
 
 
 DeliveryHandler = Callable[[Delivery], Awaitable[None]]
+
+_PLACES_PER_TYPE = 4096
+"""Entities whose subject, CloudEvent subject and snapshot key one publisher keeps at hand."""
+
+
+class _Kind:
+    """What the bus works out once per event type rather than per message: names, metric
+    children, and the subject, CloudEvent subject and snapshot key of recently seen entities."""
+
+    __slots__ = (
+        "_places",
+        "_tokens",
+        "ce_type",
+        "handle_seconds",
+        "published",
+        "received",
+        "template",
+    )
+
+    def __init__(self, cls: type[Event]) -> None:
+        self.ce_type = cls.ce_type()
+        self.template = cls.subject_template.template
+        self.published: Any = None
+        self.received: Any = None
+        self.handle_seconds: Any = None
+        fields = list(cls.subject_template.fields)
+        if cls.snapshot_template is not None:
+            fields += [f for f in cls.snapshot_template.fields if f not in fields]
+        standard = (
+            cls.subject is Event.subject
+            and cls.ce_subject is Event.ce_subject
+            and cls.snapshot_key is Event.snapshot_key
+        )
+        # Everything cached here derives from these fields alone, unless a type computes its
+        # subjects its own way.
+        self._tokens = operator.attrgetter(*fields) if fields and standard else None
+        self._places: dict[object, tuple[str, str, str | None]] = {}
+
+    def place(self, event: Event) -> tuple[str, str, str | None]:
+        """Subject, CloudEvent subject header value and snapshot key of ``event``."""
+        if self._tokens is None:
+            return _place(event)
+        tokens = self._tokens(event)
+        place = self._places.get(tokens)
+        if place is None:
+            if len(self._places) >= _PLACES_PER_TYPE:
+                self._places.clear()
+            place = self._places[tokens] = _place(event)
+        return place
+
+
+def _place(event: Event) -> tuple[str, str, str | None]:
+    return event.subject(), cloudevents.header_value(event.ce_subject()), event.snapshot_key()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +159,8 @@ class EventBus:
         self.source = f"cdo/{service}/{instance}"
         self._metrics = metrics
         self._tracer = tracer
+        self._spans = tracing.MessagingTracer(tracer)
+        self._source_header = cloudevents.header_value(self.source)
         self._watch = ConnectionWatch()
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
@@ -111,9 +168,7 @@ class EventBus:
         self._subscriptions: list[Subscription] = []
         self._stopping = False
         self._snapshots = SnapshotWriter(bucket=settings.snapshot_bucket, publish=self._raw_publish)
-        self._published: dict[type[Event], Any] = {}
-        self._received: dict[type[Event], Any] = {}
-        self._handle_seconds: dict[type[Event], Any] = {}
+        self._kinds: dict[type[Event], _Kind] = {}
 
     # -- connection -------------------------------------------------------------------------
 
@@ -175,33 +230,47 @@ class EventBus:
     async def _raw_publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
         await self.nc.publish(subject, payload, headers=headers)
 
+    def _kind(self, cls: type[Event]) -> _Kind:
+        kind = self._kinds.get(cls)
+        if kind is None:
+            kind = self._kinds[cls] = _Kind(cls)
+        return kind
+
     async def publish(self, event: Event) -> None:
         """Publish ``event`` on its subject, traced, and record it as the latest snapshot."""
-        cls = type(event)
+        kind = self._kind(type(event))
         if not event.source:
             event = msgspec.structs.replace(event, source=self.source)
-        headers, payload = cloudevents.encode(event)
-        subject = event.subject()
-        ce_type = headers["ce-type"]
-        span = tracing.start_publish_span(
-            self._tracer,
-            headers=headers,
-            subject=subject,
-            template=cls.subject_template.template,
+        source = event.source
+        subject, subject_header, key = kind.place(event)
+        headers = cloudevents.binary_headers(
+            event,
+            ce_type=kind.ce_type,
+            source_header=(
+                self._source_header if source == self.source else cloudevents.header_value(source)
+            ),
+            subject_header=subject_header,
         )
+        payload = ENCODER.encode(event)
+        span, traceparent, tracestate = self._spans.start_publish(
+            subject=subject, template=kind.template
+        )
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
+            if tracestate is not None:
+                headers["tracestate"] = tracestate
         try:
             await self.nc.publish(subject, payload, headers=headers)
         except Exception as exc:
             tracing.mark_error(span, exc)
-            self._metrics.publish_errors.labels(ce_type).inc()
+            self._metrics.publish_errors.labels(kind.ce_type).inc()
             raise
         finally:
             span.end()
-        counter = self._published.get(cls)
+        counter = kind.published
         if counter is None:
-            counter = self._published[cls] = self._metrics.messages_published.labels(ce_type)
+            counter = kind.published = self._metrics.messages_published.labels(kind.ce_type)
         counter.inc()
-        key = event.snapshot_key()
         if key is not None:
             self._snapshots.offer(key, payload, headers)
 
@@ -220,10 +289,9 @@ class EventBus:
 
     async def _deliver(
         self,
-        msg: Msg,
         call: Callable[[Event], Awaitable[None]],
-        *,
         queue: str | None,
+        msg: Msg,
     ) -> None:
         """Decode one message and run ``call`` in a CONSUMER span; never raises."""
         headers = cloudevents.lowercase_headers(msg.headers)
@@ -232,13 +300,12 @@ class EventBus:
         except EventError as exc:
             self._drop(exc.reason, str(exc), msg.subject)
             return
-        cls = type(event)
+        kind = self._kind(type(event))
         started = time.perf_counter()
-        span, token = tracing.start_process_span(
-            self._tracer,
+        span, token = self._spans.start_process(
             headers=headers,
             subject=msg.subject,
-            template=cls.subject_template.template,
+            template=kind.template,
             consumer_group=queue,
         )
         try:
@@ -253,13 +320,11 @@ class EventBus:
             return
         finally:
             tracing.end_process_span(span, token)
-        received = self._received.get(cls)
-        if received is None:
-            ce_type = cls.ce_type()
-            received = self._received[cls] = self._metrics.messages_received.labels(ce_type)
-            self._handle_seconds[cls] = self._metrics.handle_seconds.labels(ce_type)
-        received.inc()
-        self._handle_seconds[cls].observe(time.perf_counter() - started)
+        if kind.received is None:
+            kind.received = self._metrics.messages_received.labels(kind.ce_type)
+            kind.handle_seconds = self._metrics.handle_seconds.labels(kind.ce_type)
+        kind.received.inc()
+        kind.handle_seconds.observe(time.perf_counter() - started)
 
     async def subscribe(
         self, subject: str, handler: Handler, *, queue: str | None = None
@@ -270,9 +335,8 @@ class EventBus:
         between them (a NATS queue group) instead of each getting every one.
         """
 
-        async def on_message(msg: Msg) -> None:
-            await self._deliver(msg, handler, queue=queue)
-
+        # nats-py awaits the callback's result; a partial saves a coroutine per message.
+        on_message = functools.partial(self._deliver, handler, queue)
         subscription = await self.nc.subscribe(subject, queue=queue or "", cb=on_message)
         self._subscriptions.append(subscription)
         return subscription
@@ -297,7 +361,7 @@ class EventBus:
             async def call(event: Event) -> None:
                 await handler(Delivery(event=event, subject=msg.subject, stream_sequence=sequence))
 
-            await self._deliver(msg, call, queue=None)
+            await self._deliver(call, None, msg)
 
         subscription = await self.js.subscribe(
             subject,

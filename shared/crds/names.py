@@ -40,3 +40,21 @@ IMEX_READY_CONDITION = "cdo.dev/ImexReady"
 
 MAX_CHANNELS = 2048
 """IMEX channels per node: ``/dev/nvidia-caps-imex-channels/channel0`` .. ``channel2047``."""
+
+PLACED_CONDITION = "cdo.dev/Placed"
+"""Pod condition the clique allocator sets on a domain's pod it cannot place yet (False, with the
+reason and message of the decision), and to True when it pins a pod that had waited."""
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""Node label the allocator pins each placed pod to, through ``spec.nodeSelector``."""
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource a node's GPUs are allocatable as and a pod requests them by."""
+IMEX_SLOT_ANNOTATION = "cdo.dev/imex-slot"
+"""Node annotation written by the IMEX agent: the node's IMEX slot (tray index) in its clique."""
+IMEX_CLIQUE_ANNOTATION = "cdo.dev/imex-clique"
+"""Node annotation written by the IMEX agent: the clique its slot annotation was written for."""
+TRACE_CONTEXT_ANNOTATION = "cdo.dev/trace-context"
+"""On a ComputeDomain (and copied onto its Placement): the W3C traceparent of the domain's trace.
+The domain controller writes it on the first reconcile unless set at creation (docs/events.md)."""
+FAULT_TRACE_CONTEXT_ANNOTATION = "cdo.dev/fault-trace-context"
+"""On a Node with an open fault episode (health monitor), and on a ComputeDomain going through
+that fault (domain controller; copied onto its Placement): the traceparent of the fault's trace."""

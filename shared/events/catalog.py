@@ -87,6 +87,35 @@ class CliqueCapacity(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.clique.ca
     gpus_free: Annotated[int, Meta(ge=0)] = 0
     domains: Annotated[int, Meta(description="ComputeDomains placed in the clique.", ge=0)] = 0
     channels_free: Annotated[int, Meta(description="IMEX channels still free.", ge=0)] = 0
+    nodes_total: Annotated[int, Meta(description="Nodes in the clique.", ge=0)] = 0
+    nodes_healthy: Annotated[
+        int, Meta(description="Nodes that take new pods: healthy and not cordoned.", ge=0)
+    ] = 0
+    nodes_free: Annotated[
+        int, Meta(description="Nodes that take new pods and have at least one free GPU.", ge=0)
+    ] = 0
+    gpus_healthy: Annotated[
+        int, Meta(description="GPUs of the nodes that take new pods.", ge=0)
+    ] = 0
+    largest_free_block: Annotated[
+        int,
+        Meta(
+            description="Most free GPUs on one node that takes new pods: the largest pod that "
+            "fits now.",
+            ge=0,
+        ),
+    ] = 0
+    whole_free_nodes: Annotated[
+        int, Meta(description="Nodes that take new pods with every GPU free.", ge=0)
+    ] = 0
+    stranded_gpus: Annotated[
+        int,
+        Meta(
+            description="GPUs no reservation holds that new pods cannot use: free GPUs on "
+            "unhealthy or cordoned nodes.",
+            ge=0,
+        ),
+    ] = 0
 
 
 class NodeFault(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.fault"):

@@ -607,8 +607,14 @@ class ImexDaemon:
             # matters with thousands of links in one loop), and on Python 3.11 wait_for can
             # swallow a cancellation that races with its result, leaving a link task that
             # ignores SIGUSR1's restart.
-            async with asyncio.timeout(self.timing.heartbeat_timeout):
-                message = await read_peer_message(reader)
+            heartbeat = asyncio.timeout(self.timing.heartbeat_timeout)
+            try:
+                async with heartbeat:
+                    message = await read_peer_message(reader)
+            except TimeoutError:
+                if self._loop_stalled(heartbeat):
+                    continue
+                raise
             if message is None:
                 return self._lose(index, entry)
             if isinstance(message, Goodbye):
@@ -616,6 +622,15 @@ class ImexDaemon:
                 history = self._history.get(entry, LinkHistory())
                 self._set_history(entry, history.peer_shut_down(time.monotonic()))
                 return "lost"
+
+    def _loop_stalled(self, heartbeat: asyncio.Timeout) -> bool:
+        """Whether a heartbeat timeout fired well after its deadline: the event loop, not the
+        peer, was stuck. Many daemons share one loop (the node host runs a whole cluster's);
+        after a stall the expired timer runs before the read that would have found the
+        peer's pings already buffered, so every link would be dropped at once."""
+        deadline = heartbeat.when()
+        late = asyncio.get_running_loop().time() - deadline if deadline is not None else 0.0
+        return late > self.timing.heartbeat_interval
 
     def _maybe_expire_grace(self, index: int, entry: str) -> None:
         history = self._history.get(entry)

@@ -27,6 +27,8 @@ class ReceivedSpan:
     span_id: str
     parent_span_id: str
     attributes: dict[str, str]
+    links: tuple[tuple[str, str], ...] = ()
+    """(trace id, span id) of each span this one links to."""
 
 
 class OtlpReceiver:
@@ -61,6 +63,9 @@ class OtlpReceiver:
                             span_id=span.span_id.hex(),
                             parent_span_id=span.parent_span_id.hex(),
                             attributes={a.key: a.value.string_value for a in span.attributes},
+                            links=tuple(
+                                (link.trace_id.hex(), link.span_id.hex()) for link in span.links
+                            ),
                         )
                     )
         return web.Response(

@@ -38,7 +38,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (LEASES, "leases", "get create update"),
     ),
     "cdo-clique-allocator": grants(
-        (CDO, "placements", "get list watch create update delete"),
+        (CDO, "placements", "get list watch create update patch delete"),
         (CD, "computedomains", "list watch"),
         (DRA, "resourceclaimtemplates", "get list watch"),
         (CORE, "pods", "list watch patch"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,15 +14,21 @@ EARLIER = datetime(2026, 5, 1, 11, 0, 0, tzinfo=UTC)
 CLIQUE = "9e1c3a52-0000-4000-8000-00000000c0de.2"
 
 
-def placement(*members: tuple[str, tuple[str, ...]], size: int | None = None) -> PlacementSpec:
-    """Members as (node, pods); slots follow the order given."""
+def placement(
+    *members: tuple[str, tuple[str, ...]],
+    size: int | None = None,
+    reserved: Mapping[str, int] | None = None,
+) -> PlacementSpec:
+    """Members as (node, pods); slots follow the order given. ``reserved``: pods a node holds
+    room for (default: its pods), for gangs whose pods do not all exist yet."""
+    room = reserved or {}
     return PlacementSpec(
         clique=CLIQUE,
         channel=7,
         gpus_per_pod=2,
         size=sum(len(pods) for _, pods in members) if size is None else size,
         members=tuple(
-            PlacementMember(node=node, slot=slot, gpus=2 * len(pods), pods=pods)
+            PlacementMember(node=node, slot=slot, gpus=2 * room.get(node, len(pods)), pods=pods)
             for slot, (node, pods) in enumerate(members)
         ),
     )

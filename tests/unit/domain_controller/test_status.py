@@ -113,11 +113,24 @@ TABLE = [
         Expected(
             ready="False/WaitingForPlacement",
             placed="True/Placed",
+            degraded="True/MembersMissing",
+            phase="Degraded",
+            nodes="Ready,Ready",
+        ),
+        id="gang short of room: members lost to a fault wait for replacements",
+    ),
+    pytest.param(
+        facts(
+            placement=placement(("n1", ("p1", "p2")), ("n2", ("p3",)), size=4, reserved={"n2": 2})
+        ),
+        Expected(
+            ready="False/WaitingForPlacement",
+            placed="True/Placed",
             degraded="False/Healthy",
             phase="Placed",
             nodes="Ready,Ready",
         ),
-        id="gang only partly placed",
+        id="gang reserved whole, a pod not created yet",
     ),
     pytest.param(
         facts(nodes={**NODES_OK, "n2": node("n2", imex="False", imex_reason="WaitingForPeers")}),

@@ -133,3 +133,21 @@ def test_a_claim_in_another_namespace_never_gets_that_domains_channel() -> None:
     """Even when its own namespace has a domain of the same name."""
     with pytest.raises(ClaimRefusedError, match="another namespace"):
         run(placement=placement(owner="someone-else"), elsewhere=placement(namespace="team-b"))
+
+
+def test_the_resolution_carries_the_placements_trace_annotations() -> None:
+    view = placement()
+    annotated = msgspec.structs.replace(
+        view,
+        metadata=msgspec.structs.replace(
+            view.metadata,
+            annotations={
+                "cdo.dev/trace-context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            },
+        ),
+    )
+    assert run(placement=annotated).story == {
+        "cdo.dev/trace-context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    }
+    assert run().story == {}

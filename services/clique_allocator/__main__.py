@@ -1,0 +1,25 @@
+"""The clique allocator process.
+
+python -m services.clique_allocator              # run (settings from CDO_* variables)
+python -m services.clique_allocator --settings   # list its CDO_CLIQUE_ALLOCATOR_* settings
+"""
+
+from __future__ import annotations
+
+from services.clique_allocator.controller import COMPONENT, CliqueAllocator
+from services.clique_allocator.settings import CliqueAllocatorSettings, describe, load
+from shared.kube.client import KubeClient
+from shared.runtime import ServiceContext
+from shared.runtime.entry import kube_service_main
+
+
+def start(ctx: ServiceContext, client: KubeClient, settings: CliqueAllocatorSettings) -> None:
+    CliqueAllocator(ctx, client=client, settings=settings).start()
+
+
+def main() -> int:
+    return kube_service_main(COMPONENT, describe=describe, load=load, start=start)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""The allocator's informers, their indexes, and the lookups built on them.
+
+Every replica lists and watches, leader or not: the webhook needs ComputeDomains and
+ResourceClaimTemplates on every replica, and a standby takes over with warm caches.
+
+- ComputeDomains, indexed by ``namespace/template name``;
+- Placements, indexed by member node;
+- ResourceClaimTemplates (the webhook asks whether a template is a domain's);
+- Pods, indexed by ``namespace/template name`` of their claims, by controlling owner uid, and by
+  node for pods that hold GPUs there;
+- Nodes; ReplicaSets, StatefulSets and Jobs (the size of a gang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from services.clique_allocator.objects import (
+    Workload,
+    controller_of,
+    finished,
+    template_names,
+)
+from services.clique_allocator.settings import CliqueAllocatorSettings
+from shared.crds.computedomain import ComputeDomain
+from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
+from shared.crds.names import DOMAIN_LABEL, GPU_RESOURCE
+from shared.crds.placement import Placement
+from shared.kube.client import KubeClient
+from shared.kube.informer import Informer
+from shared.kube.keys import ObjectKey
+from shared.kube.models import Node, Pod, ResourceClaimTemplate
+from shared.kube.resources import (
+    JOBS,
+    NODES,
+    PODS,
+    REPLICA_SETS,
+    RESOURCE_CLAIM_TEMPLATES,
+    STATEFUL_SETS,
+)
+from shared.metrics import Metrics
+
+BY_TEMPLATE = "template"
+BY_NODE = "node"
+BY_OWNER = "owner"
+BY_GPU_NODE = "gpu-node"
+
+TemplateClass = Literal["domain", "other", "unknown"]
+
+
+def namespaced(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def pod_template_keys(pod: Pod) -> list[str]:
+    return [namespaced(pod.metadata.namespace, name) for name in template_names(pod)]
+
+
+def gpu_node(pod: Pod) -> list[str]:
+    """The node a pod holds GPUs on: bound, not finished, asking for GPUs."""
+    if pod.spec.node_name and not finished(pod) and pod.gpus(GPU_RESOURCE) > 0:
+        return [pod.spec.node_name]
+    return []
+
+
+def owner_uid(pod: Pod) -> list[str]:
+    owner = controller_of(pod)
+    return [owner.uid] if owner is not None else []
+
+
+class Caches:
+    """Informers for everything placement and the webhook depend on."""
+
+    def __init__(
+        self, client: KubeClient, *, settings: CliqueAllocatorSettings, metrics: Metrics
+    ) -> None:
+        tuning = settings.informer
+
+        def informer(resource: Any, kind: Any) -> Any:
+            return Informer(client, resource, kind, settings=tuning, metrics=metrics)
+
+        self.domains: Informer[ComputeDomain] = informer(COMPUTE_DOMAINS, ComputeDomain)
+        self.placements: Informer[Placement] = informer(PLACEMENTS, Placement)
+        self.templates: Informer[ResourceClaimTemplate] = informer(
+            RESOURCE_CLAIM_TEMPLATES, ResourceClaimTemplate
+        )
+        self.pods: Informer[Pod] = informer(PODS, Pod)
+        self.nodes: Informer[Node] = informer(NODES, Node)
+        self.workloads: dict[str, Informer[Workload]] = {
+            "ReplicaSet": informer(REPLICA_SETS, Workload),
+            "StatefulSet": informer(STATEFUL_SETS, Workload),
+            "Job": informer(JOBS, Workload),
+        }
+        self.domains.add_index(
+            BY_TEMPLATE, lambda d: [namespaced(d.metadata.namespace, d.template_name)]
+        )
+        self.placements.add_index(BY_NODE, lambda p: [m.node for m in p.spec.members])
+        self.pods.add_index(BY_TEMPLATE, pod_template_keys)
+        self.pods.add_index(BY_OWNER, owner_uid)
+        self.pods.add_index(BY_GPU_NODE, gpu_node)
+
+    @property
+    def informers(self) -> list[Informer[Any]]:
+        return [
+            self.domains,
+            self.placements,
+            self.templates,
+            self.pods,
+            self.nodes,
+            *self.workloads.values(),
+        ]
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced for informer in self.informers)
+
+    @property
+    def webhook_synced(self) -> bool:
+        """What the webhook reads is in the caches."""
+        return self.domains.synced and self.templates.synced
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.wait_synced() for informer in self.informers))
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def domain(self, key: ObjectKey) -> ComputeDomain | None:
+        return self.domains.cache.get(str(key))
+
+    def workload(self, kind: str, namespace: str, name: str) -> Workload | None:
+        informer = self.workloads.get(kind)
+        return None if informer is None else informer.cache.get(namespaced(namespace, name))
+
+    def pods_using(self, namespace: str, template: str) -> list[Pod]:
+        """Pods whose claims come from the template ``namespace/template``."""
+        return self.pods.cache.by_index(BY_TEMPLATE, namespaced(namespace, template))
+
+    def domains_of(self, pod: Pod) -> list[ObjectKey]:
+        """Domains whose template one of the pod's claims comes from."""
+        return [
+            ObjectKey(namespace=domain.metadata.namespace, name=domain.metadata.name)
+            for template in pod_template_keys(pod)
+            for domain in self.domains.cache.by_index(BY_TEMPLATE, template)
+        ]
+
+    def pods_owned_by(self, uid: str) -> list[Pod]:
+        return self.pods.cache.by_index(BY_OWNER, uid)
+
+    def gpu_pods(self) -> list[tuple[str, list[Pod]]]:
+        """Per node, the pods holding GPUs there."""
+        return [
+            (node, self.pods.cache.by_index(BY_GPU_NODE, node))
+            for node in self.pods.cache.index_values(BY_GPU_NODE)
+        ]
+
+    def template_class(self, namespace: str, name: str) -> TemplateClass:
+        """Whether claims from ``namespace/name`` belong to a ComputeDomain, as far as the
+        caches tell: a template labelled with a domain is one; a template without the label
+        is not (a domain naming it has a name conflict and is not served); a template not seen
+        yet is one if a domain names it, else unknown."""
+        template = self.templates.cache.get(namespaced(namespace, name))
+        if template is not None:
+            return "domain" if DOMAIN_LABEL in template.metadata.labels else "other"
+        if self.domains.cache.by_index(BY_TEMPLATE, namespaced(namespace, name)):
+            return "domain"
+        return "unknown"

@@ -1,0 +1,58 @@
+"""Publishes CliqueCapacity events when a clique's capacity changes (leader only).
+
+Anything that may change capacity pokes the publisher; it waits ``interval_s`` so a burst of
+placements turns into one event per clique with the final state, computes every clique's
+capacity from the current view, and publishes those that differ from what was last published.
+The ledger starts from the KV snapshots, so a new leader publishes only real changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from services.clique_allocator.capacity import CapacityLedger, capacity_events
+from services.clique_allocator.state import ClusterState
+from shared.bus import EventBus
+from shared.events.subjects import CLIQUE_SNAPSHOT
+
+log = logging.getLogger("cdo.clique_allocator.capacity")
+
+
+class CapacityPublisher:
+    def __init__(self, *, bus: EventBus, state: ClusterState, interval_s: float) -> None:
+        self._bus = bus
+        self._state = state
+        self._interval_s = interval_s
+        self._wake = asyncio.Event()
+        self.ledger = CapacityLedger()
+        self.published = 0
+
+    def poke(self) -> None:
+        """Capacity may have changed."""
+        self._wake.set()
+
+    async def load(self) -> None:
+        self.ledger.load(await self._bus.snapshots(CLIQUE_SNAPSHOT.wildcard()))
+
+    async def publish_changes(self) -> int:
+        facts = self._state.facts()
+        events = capacity_events(self._state.view(), facts)
+        changed = self.ledger.changes(events)
+        for event in changed:
+            await self._bus.publish(event)
+            self.ledger.record(event)
+        self.published += len(changed)
+        return len(changed)
+
+    async def run(self) -> None:
+        """Publish on every poke, until cancelled."""
+        self.poke()
+        while True:
+            await self._wake.wait()
+            if self._interval_s > 0:
+                await asyncio.sleep(self._interval_s)
+            self._wake.clear()
+            count = await self.publish_changes()
+            if count:
+                log.debug("published clique capacity", extra={"cliques": count})

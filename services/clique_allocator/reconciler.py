@@ -1,0 +1,270 @@
+"""The reconcile of one domain: read the caches, plan (``plan.py``), apply the plan.
+
+Decisions are taken one at a time, under one lock: the plan reads the cluster view, the
+Placement is written, and the view advances, before the next domain decides. Two domains can
+therefore never be given the same GPUs, whatever the number of workers. Pod writes (pins, gate
+removal, conditions) happen after the lock is released, in parallel; the record already names
+every pod's node, so a crash between the two only leaves pods that the next reconcile pins to
+the same nodes.
+
+A domain that waits for capacity is remembered; whenever capacity may have grown (a Placement
+shrank or went away, a node recovered, a pod outside the records ended) every waiting domain is
+queued again, oldest domain first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Tracer
+
+from services.clique_allocator.book import PlacementBook
+from services.clique_allocator.caches import Caches
+from services.clique_allocator.gang import GangSize, UnknownSize, gang_size
+from services.clique_allocator.objects import finished
+from services.clique_allocator.plan import PLACED, Hold, Pin, Plan, plan_domain
+from services.clique_allocator.records import owned_by
+from services.clique_allocator.state import ClusterState
+from services.clique_allocator.tracecontext import (
+    STORY_KEYS,
+    copied_annotations,
+    node_faults,
+    placement_changes,
+    story,
+)
+from services.clique_allocator.writes import AllocatorWrites
+from shared.crds.computedomain import ComputeDomain
+from shared.crds.definitions import COMPUTE_DOMAINS
+from shared.crds.placement import Placement
+from shared.kube.errors import KubeApiError
+from shared.kube.keys import ObjectKey
+from shared.kube.models import Pod
+from shared.kube.reconcile import Result
+from shared.kube.recorder import EventRecorder
+from shared.metrics import Metrics
+from shared.tracing import exports, story_parent
+
+log = logging.getLogger("cdo.clique_allocator")
+
+UNKNOWN_SIZE_RETRY_S = 1.0
+
+
+class StaleRecordError(Exception):
+    """The Placement changed under us (someone else wrote it): decide again from fresh state."""
+
+
+class AllocatorReconciler:
+    """Reconciles domains by key; only the leader runs it."""
+
+    def __init__(
+        self,
+        *,
+        caches: Caches,
+        state: ClusterState,
+        book: PlacementBook,
+        writes: AllocatorWrites,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        tracer: Tracer,
+        on_capacity_change: Callable[[], None],
+        pod_writes: int = 16,
+        resync_s: float = 0.0,
+        retry_waiting_s: float = 0.0,
+    ) -> None:
+        self._caches = caches
+        self._state = state
+        self._book = book
+        self._writes = writes
+        self._recorder = recorder
+        self._metrics = metrics
+        self._tracer = tracer
+        self._on_capacity_change = on_capacity_change
+        self._pod_writes = asyncio.Semaphore(pod_writes)
+        self._resync_s = resync_s
+        self._retry_waiting_s = retry_waiting_s
+        self._lock = asyncio.Lock()
+        self.waiting: set[ObjectKey] = set()
+        self.wake_waiting: Callable[[], None] = lambda: None
+        """Set by the owner: queue every waiting domain again."""
+
+    async def reconcile(self, key: ObjectKey) -> Result:
+        attributes = {"cdo.domain.namespace": key.namespace, "cdo.domain.name": key.name}
+        domain = self._caches.domain(key)
+        # Trace annotations are read and copied only while spans are exported: with tracing
+        # off the allocator does exactly what it did without them.
+        traced = exports(self._tracer)
+        parent, links = self._story(key, domain) if traced and domain is not None else (None, [])
+        with self._tracer.start_as_current_span(
+            "reconcile Placement", context=parent, links=links, attributes=attributes
+        ):
+            return await self._reconcile(key, domain, traced=traced)
+
+    def _story(self, key: ObjectKey, domain: ComputeDomain) -> tuple[Context | None, list[Link]]:
+        """The parent and links of this reconcile's span (see ``tracecontext.py``)."""
+        text = str(key)
+        placement = self._book.current(text, self._caches.placements.cache.get(text))
+        names = {member.node for member in placement.spec.members} if placement else set()
+        pods = self._caches.pods_using(key.namespace, domain.template_name)
+        names.update(pod.spec.node_name for pod in pods if pod.spec.node_name)
+        nodes = self._caches.nodes.cache
+        faults = node_faults(nodes.get(name) for name in sorted(names))
+        return story_parent(story(domain.metadata.annotations, faults), keys=STORY_KEYS)
+
+    async def _reconcile(
+        self, key: ObjectKey, domain: ComputeDomain | None, *, traced: bool
+    ) -> Result:
+        text = str(key)
+        pods = (
+            self._caches.pods_using(key.namespace, domain.template_name)
+            if domain is not None
+            else []
+        )
+        async with self._lock:
+            placement = await self._placement(text, domain)
+            gang: GangSize | UnknownSize = GangSize(pods=0, source="")
+            if domain is not None:
+                explicit = domain.spec.gang.size if domain.spec.gang is not None else None
+                live = [pod for pod in pods if not finished(pod)]
+                gang = gang_size(explicit=explicit, pods=live, workload=self._caches.workload)
+            started = time.perf_counter()
+            plan = plan_domain(
+                key=text,
+                domain=domain,
+                placement=placement.spec if placement is not None else None,
+                pods=pods,
+                gang=gang,
+                view=self._state.view(),
+            )
+            self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
+            trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
+            await self._apply_record(key, domain, placement, plan, traced=traced)
+        await self._apply_pods(pods, plan)
+        if domain is not None:
+            for notice in plan.notices:
+                await self._recorder.record(
+                    COMPUTE_DOMAINS,
+                    domain,
+                    type_=notice.type,
+                    reason=notice.reason,
+                    message=notice.message,
+                )
+        return self._after(key, plan)
+
+    async def _placement(self, key: str, domain: ComputeDomain | None) -> Placement | None:
+        """The domain's Placement through the book; one left by an earlier domain of the same
+        name is deleted first (it holds capacity no live domain uses)."""
+        placement = self._book.current(key, self._caches.placements.cache.get(key))
+        if placement is None or domain is None or owned_by(placement, domain):
+            return placement
+        meta = placement.metadata
+        await self._writes.delete_placement(namespace=meta.namespace, name=meta.name, uid=meta.uid)
+        self._book.deleted(key, uid=meta.uid)
+        self._state.advance(key, None)
+        self._on_capacity_change()
+        self.wake_waiting()
+        return None
+
+    async def _apply_record(
+        self,
+        key: ObjectKey,
+        domain: ComputeDomain | None,
+        placement: Placement | None,
+        plan: Plan,
+        *,
+        traced: bool,
+    ) -> None:
+        text = str(key)
+        copies = copied_annotations(domain.metadata.annotations) if traced and domain else None
+        if plan.action == "delete" and placement is not None:
+            meta = placement.metadata
+            await self._writes.delete_placement(
+                namespace=meta.namespace, name=meta.name, uid=meta.uid
+            )
+            self._book.deleted(text, uid=meta.uid)
+            self._state.advance(text, None)
+            log.info("placement deleted", extra={"domain": text})
+        elif plan.action == "write" and domain is not None and plan.record is not None:
+            try:
+                if placement is None:
+                    written = await self._writes.create_placement(
+                        domain, plan.record, annotations=copies
+                    )
+                else:
+                    written = await self._writes.replace_placement(
+                        domain,
+                        plan.record,
+                        resource_version=placement.metadata.resource_version,
+                        annotations=copies,
+                    )
+            except KubeApiError as exc:
+                if not (exc.conflict or exc.already_exists or exc.not_found):
+                    raise
+                fresh = await self._writes.get_placement(namespace=key.namespace, name=key.name)
+                self._book.adopt(text, fresh)
+                self._state.invalidate()
+                raise StaleRecordError(f"placement {text} changed under us: {exc}") from exc
+            self._book.wrote(written)
+            self._state.advance(text, plan.reservation)
+        elif plan.action == "keep" and traced and domain is not None and placement is not None:
+            changes = placement_changes(placement.metadata.annotations, domain.metadata.annotations)
+            if changes:
+                self._book.wrote(await self._writes.annotate_placement(placement, changes))
+        result = "Recorded" if plan.action == "write" else "Unchanged"
+        if plan.waiting:
+            result = next((hold.reason for hold in plan.holds), "Waiting")
+        if plan.action != "keep" or plan.waiting:
+            self._metrics.placement_decisions.labels(result).inc()
+        if plan.action != "keep":
+            self._on_capacity_change()
+
+    async def _apply_pods(self, found: list[Pod], plan: Plan) -> None:
+        if not plan.pins and not plan.holds:
+            return
+        pods = {pod.metadata.name: pod for pod in found}
+
+        async def pin(item: Pin) -> None:
+            pod = pods.get(item.pod)
+            if pod is None:
+                return
+            async with self._pod_writes:
+                if await self._writes.pin(pod, item.node) and item.waited:
+                    await self._writes.set_condition(
+                        pod,
+                        status="True",
+                        reason=PLACED,
+                        message=f"pinned to node {item.node}",
+                    )
+
+        async def hold(item: Hold) -> None:
+            pod = pods.get(item.pod)
+            if pod is None:
+                return
+            async with self._pod_writes:
+                await self._writes.set_condition(
+                    pod, status="False", reason=item.reason, message=item.message
+                )
+
+        async with asyncio.TaskGroup() as group:
+            for item in plan.pins:
+                group.create_task(pin(item))
+            for held in plan.holds:
+                group.create_task(hold(held))
+
+    def _after(self, key: ObjectKey, plan: Plan) -> Result:
+        if plan.released:
+            self.wake_waiting()
+        if plan.waiting:
+            self.waiting.add(key)
+        else:
+            self.waiting.discard(key)
+        self._metrics.waiting_gangs.set(len(self.waiting))
+        if plan.unknown_size:
+            return Result(requeue_after=UNKNOWN_SIZE_RETRY_S)
+        if plan.waiting and self._retry_waiting_s > 0:
+            return Result(requeue_after=self._retry_waiting_s)
+        return Result(requeue_after=self._resync_s) if self._resync_s > 0 else Result()

@@ -1,0 +1,85 @@
+"""The engine's view of the cluster, built from the caches and kept current.
+
+The view is rebuilt from scratch (nodes, every Placement through the book, pods that hold GPUs
+outside any Placement) when something it depends on changed in a way the allocator did not
+cause itself: a node's facts, a Placement someone else wrote, a pod binding or ending outside
+the allocator's records. After its own decisions the allocator advances the view by copy
+(``advance``), which costs only the cliques the domain touches.
+
+GPUs held by pods that no Placement accounts for (pods of other workloads asking for
+``nvidia.com/gpu``, or a domain's pod scheduled without the allocator) count as a pseudo
+reservation in no clique, so they are never given out twice either.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from services.clique_allocator.book import PlacementBook
+from services.clique_allocator.caches import Caches
+from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts
+from services.clique_allocator.placement import ClusterView, Reservation
+from services.clique_allocator.records import foreign_reservation, reservation_of
+from shared.crds.names import GPU_RESOURCE
+
+log = logging.getLogger("cdo.clique_allocator")
+
+
+class ClusterState:
+    """The current :class:`ClusterView` and node facts, rebuilt lazily after invalidation."""
+
+    def __init__(self, caches: Caches, book: PlacementBook) -> None:
+        self._caches = caches
+        self._book = book
+        self._view: ClusterView | None = None
+        self._facts: dict[str, NodeFacts] = {}
+        self.rebuilds = 0
+
+    def invalidate(self) -> None:
+        self._view = None
+
+    def view(self) -> ClusterView:
+        if self._view is None:
+            self._view = self._build()
+        return self._view
+
+    def facts(self) -> dict[str, NodeFacts]:
+        """Facts of every node that takes part in placement, as of the current view."""
+        self.view()
+        return self._facts
+
+    def advance(self, domain: str, reservation: Reservation | None) -> None:
+        """The allocator recorded ``reservation`` for ``domain`` (None: deleted it)."""
+        if self._view is not None:
+            held = [reservation] if reservation is not None else []
+            self._view = self._view.with_domain(domain, held)
+
+    def _build(self) -> ClusterView:
+        self.rebuilds += 1
+        facts = [
+            found
+            for node in self._caches.nodes.cache.objects()
+            if (found := node_facts(node)) is not None
+        ]
+        self._facts = {f.name: f for f in facts}
+        reservations: list[Reservation] = []
+        recorded: set[tuple[str, str]] = set()
+        cached = self._caches.placements.cache
+        for key in sorted(set(cached.keys()) | set(self._book.keys())):
+            placement = self._book.current(key, cached.get(key))
+            if placement is None or placement.spec.gpus_per_pod < 1:
+                continue
+            reservations.append(reservation_of(key, placement.spec))
+            namespace = placement.metadata.namespace
+            recorded.update(
+                (namespace, pod) for member in placement.spec.members for pod in member.pods
+            )
+        foreign: dict[str, int] = {}
+        for node, pods in self._caches.gpu_pods():
+            for pod in pods:
+                if (pod.metadata.namespace, pod.metadata.name) not in recorded:
+                    foreign[node] = foreign.get(node, 0) + pod.gpus(GPU_RESOURCE)
+        outside = foreign_reservation(foreign)
+        if outside is not None:
+            reservations.append(outside)
+        return ClusterView.build(cliques=build_cliques(facts), reservations=reservations)

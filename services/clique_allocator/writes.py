@@ -1,0 +1,159 @@
+"""The allocator's writes: Placements, pod pins and gates, pod conditions.
+
+- A Placement is created whole, replaced conditionally on the resourceVersion it was computed
+  from (a change by anyone else fails with 409 and is looked at again), and deleted with the uid
+  it had, so a successor of the same name is never deleted.
+- A pin is one merge patch per pod: ``spec.nodeSelector["kubernetes.io/hostname"]`` and the
+  scheduling gates less ``cdo.dev/placement``. Gates can only be removed after creation, so the
+  patch cannot take away a gate someone else added; a pod that is gone is skipped.
+- The ``cdo.dev/Placed`` condition is a strategic merge patch of the pod's status, merged by
+  type, so the kubelet's and the scheduler's conditions stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from services.clique_allocator.records import placement_manifest
+from shared.crds.computedomain import ComputeDomain
+from shared.crds.definitions import PLACEMENTS
+from shared.crds.names import HOSTNAME_LABEL, PLACED_CONDITION, PLACEMENT_GATE
+from shared.crds.placement import Placement, PlacementSpec
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.models import Pod
+from shared.kube.resources import PODS
+
+_decode_placement = msgspec.json.Decoder(Placement)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pin_patch(pod: Pod, node: str) -> dict[str, Any]:
+    """The merge patch that pins ``pod`` to ``node`` and removes the allocator's gate."""
+    remaining = [
+        {"name": gate.name} for gate in pod.spec.scheduling_gates if gate.name != PLACEMENT_GATE
+    ]
+    return {
+        "spec": {
+            "nodeSelector": {HOSTNAME_LABEL: node},
+            # null removes the field: the API drops an empty gate list the same way
+            "schedulingGates": remaining or None,
+        }
+    }
+
+
+def condition_patch(*, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": PLACED_CONDITION,
+                    "status": status,
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": _now(),
+                }
+            ]
+        }
+    }
+
+
+class AllocatorWrites:
+    def __init__(self, client: KubeClient, *, field_manager: str) -> None:
+        self._client = client
+        self._manager = field_manager
+
+    async def create_placement(
+        self,
+        domain: ComputeDomain,
+        spec: PlacementSpec,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Placement:
+        raw = await self._client.create(
+            PLACEMENTS,
+            placement_manifest(domain, spec, annotations=annotations),
+            namespace=domain.metadata.namespace,
+        )
+        return _decode_placement.decode(raw)
+
+    async def replace_placement(
+        self,
+        domain: ComputeDomain,
+        spec: PlacementSpec,
+        *,
+        resource_version: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Placement:
+        raw = await self._client.replace(
+            PLACEMENTS,
+            domain.metadata.name,
+            placement_manifest(
+                domain, spec, resource_version=resource_version, annotations=annotations
+            ),
+            namespace=domain.metadata.namespace,
+        )
+        return _decode_placement.decode(raw)
+
+    async def annotate_placement(
+        self, placement: Placement, annotations: Mapping[str, str | None]
+    ) -> Placement:
+        """Merge-patch the given annotations of ``placement`` (None removes one)."""
+        raw = await self._client.patch(
+            PLACEMENTS,
+            placement.metadata.name,
+            {"metadata": {"annotations": dict(annotations)}},
+            namespace=placement.metadata.namespace,
+            field_manager=self._manager,
+        )
+        return _decode_placement.decode(raw)
+
+    async def get_placement(self, *, namespace: str, name: str) -> Placement | None:
+        raw = await self._client.get_or_none(PLACEMENTS, name, namespace=namespace)
+        return None if raw is None else _decode_placement.decode(raw)
+
+    async def delete_placement(self, *, namespace: str, name: str, uid: str) -> bool:
+        try:
+            return await self._client.delete(PLACEMENTS, name, namespace=namespace, uid=uid)
+        except KubeApiError as exc:
+            if exc.conflict:  # the uid precondition failed: a successor, not ours to delete
+                return False
+            raise
+
+    async def pin(self, pod: Pod, node: str) -> bool:
+        """Pin and ungate; False when the pod is gone."""
+        try:
+            await self._client.patch(
+                PODS,
+                pod.metadata.name,
+                pin_patch(pod, node),
+                namespace=pod.metadata.namespace,
+                field_manager=self._manager,
+            )
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
+    async def set_condition(self, pod: Pod, *, status: str, reason: str, message: str) -> None:
+        try:
+            await self._client.patch(
+                PODS,
+                pod.metadata.name,
+                condition_patch(status=status, reason=reason, message=message),
+                namespace=pod.metadata.namespace,
+                subresource="status",
+                patch_type="strategic",
+                field_manager=self._manager,
+            )
+        except KubeApiError as exc:
+            if not exc.not_found:
+                raise

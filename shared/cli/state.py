@@ -1,0 +1,132 @@
+"""The simulated cluster's state directory, as the CLI reads and writes it.
+
+Four files say what runs there (the CLI reads them as JSON, never by importing the simulator):
+
+- ``cluster.json``, written by ``python -m sim up``: kubeconfig, API URL, control URL, pid;
+- ``nodehost.json``, written by ``python -m sim.nodehost``: control URL, pid, hosted nodes;
+- ``controlplane.json``, written by ``python -m sim.controlplane``: the domain controller's and
+  the clique allocator's pids and probe URLs, and whether both are ready;
+- ``cdo.json``, written by ``cdo sim up``: the processes it started (so ``cdo sim down`` stops
+  exactly those), the NATS URL and where the logs are.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from shared.cli.errors import CliError, UnreachableError
+
+DEFAULT_STATE_DIR = Path(".cdo") / "sim"
+STATE_DIR_ENV = "CDO_SIM_STATE_DIR"
+CLUSTER_FILE = "cluster.json"
+NODEHOST_FILE = "nodehost.json"
+CONTROLPLANE_FILE = "controlplane.json"
+RECORD_FILE = "cdo.json"
+
+T = TypeVar("T")
+
+
+class ClusterFile(msgspec.Struct, frozen=True, kw_only=True):
+    kubeconfig: str
+    api_url: str
+    control_url: str
+    pid: int
+
+
+class NodeHostFile(msgspec.Struct, frozen=True, kw_only=True):
+    control_url: str
+    pid: int
+    nodes: tuple[str, ...] = ()
+
+
+class ControlPlaneService(msgspec.Struct, frozen=True, kw_only=True):
+    pid: int
+    probe_url: str
+    restarts: int = 0
+
+
+class ControlPlaneFile(msgspec.Struct, frozen=True, kw_only=True):
+    pid: int
+    ready: bool
+    services: dict[str, ControlPlaneService] = msgspec.field(default_factory=dict)
+
+
+class Started(msgspec.Struct, frozen=True, kw_only=True):
+    """One process ``cdo sim up`` started."""
+
+    name: str
+    pid: int
+    marker: str
+    """A word of its command line, checked before it is signalled (pids are reused)."""
+    log: str = ""
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``cdo sim up`` started, newest last; ``cdo sim down`` stops them in reverse."""
+
+    processes: tuple[Started, ...] = ()
+    nats_url: str = ""
+    kubeconfig: str = ""
+
+
+def state_dir(given: Path | None) -> Path:
+    """``--state-dir``, else $CDO_SIM_STATE_DIR, else ``.cdo/sim``; absolute."""
+    if given is not None:
+        return given.resolve()
+    from_env = os.environ.get(STATE_DIR_ENV)
+    return Path(from_env).resolve() if from_env else DEFAULT_STATE_DIR.resolve()
+
+
+def _read(path: Path, kind: type[T]) -> T | None:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=kind)
+    except FileNotFoundError:
+        return None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CliError(f"{path}: unreadable ({exc}); remove it if nothing runs there") from exc
+
+
+def read_cluster(directory: Path) -> ClusterFile | None:
+    return _read(directory / CLUSTER_FILE, ClusterFile)
+
+
+def read_nodehost(directory: Path) -> NodeHostFile | None:
+    return _read(directory / NODEHOST_FILE, NodeHostFile)
+
+
+def read_controlplane(directory: Path) -> ControlPlaneFile | None:
+    return _read(directory / CONTROLPLANE_FILE, ControlPlaneFile)
+
+
+def read_record(directory: Path) -> Record | None:
+    return _read(directory / RECORD_FILE, Record)
+
+
+def write_record(directory: Path, record: Record) -> None:
+    path = directory / RECORD_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(msgspec.json.encode(record))
+    temporary.replace(path)
+
+
+def require_cluster(directory: Path) -> ClusterFile:
+    cluster = read_cluster(directory)
+    if cluster is None:
+        raise UnreachableError(
+            f"no simulated cluster runs in {directory} (start one: cdo sim up, or pass --state-dir)"
+        )
+    return cluster
+
+
+def require_nodehost(directory: Path) -> NodeHostFile:
+    host = read_nodehost(directory)
+    if host is None:
+        raise UnreachableError(
+            f"no node host runs in {directory}: nothing hosts the nodes' NVML "
+            "(cdo sim up starts one; so does python -m sim.nodehost)"
+        )
+    return host

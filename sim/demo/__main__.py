@@ -1,0 +1,3 @@
+from sim.demo.cli import main
+
+main()

@@ -1,0 +1,175 @@
+"""What the demo watches, read from the Kubernetes API: the workload's pods, every node's IMEX
+and fault state, and the ComputeDomain. :func:`cluster_view` turns the API objects into a
+:class:`ClusterView` (pure); :func:`observe` reads them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from shared.cli.status import domain_phase
+from shared.crds import COMPUTE_DOMAINS, ComputeDomain
+from shared.crds.names import (
+    CLIQUE_LABEL,
+    GPU_FAULT_TAINT,
+    IMEX_READY_CONDITION,
+    PLACED_CONDITION,
+    PLACEMENT_GATE,
+)
+from shared.kube.client import KubeClient
+from shared.kube.models import Node, Pod
+from shared.kube.resources import NODES, PODS
+
+TRACE_CONTEXT_ANNOTATION = "cdo.dev/trace-context"
+"""A W3C traceparent on a ComputeDomain: the trace its life is recorded in, where set."""
+
+_FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class PodCounts:
+    """The workload's live pods: still gated by the allocator, placed (ungated), running."""
+
+    total: int = 0
+    gated: int = 0
+    placed: int = 0
+    running: int = 0
+    waiting: str = ""
+    """Why a gated pod waits (its ``cdo.dev/Placed`` reason, e.g. CliqueFull), if one says."""
+
+
+@dataclass(frozen=True)
+class DomainView:
+    phase: str
+    reason: str = ""
+    clique: str | None = None
+    channel: int | None = None
+    members: tuple[str, ...] = ()
+    """Member nodes in IMEX slot order."""
+    trace_context: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    pods: PodCounts = PodCounts()
+    pod_nodes: dict[str, str] = field(default_factory=dict)
+    """Node of each running pod, by pod name."""
+    nodes: int = 0
+    imex_ready: int = 0
+    tainted: dict[str, str] = field(default_factory=dict)
+    """Nodes with the GPU fault taint, and its effect."""
+    cliques: dict[str, str] = field(default_factory=dict)
+    """Clique label of each node."""
+    domain: DomainView | None = None
+
+    def ready_with(self, pods: int) -> bool:
+        """The domain is Ready and exactly ``pods`` pods run."""
+        return (
+            self.domain is not None
+            and self.domain.phase == "Ready"
+            and self.pods.total == pods
+            and self.pods.running == pods
+        )
+
+
+def _live(pod: Pod) -> bool:
+    return pod.metadata.deletion_timestamp is None and pod.status.phase not in _FINISHED
+
+
+def pod_counts(pods: Sequence[Pod]) -> PodCounts:
+    live = [pod for pod in pods if _live(pod)]
+    gated = [
+        pod for pod in live if any(g.name == PLACEMENT_GATE for g in pod.spec.scheduling_gates)
+    ]
+    waiting = ""
+    for pod in gated:
+        condition = pod.condition(PLACED_CONDITION)
+        if condition is not None and condition.status == "False" and condition.reason:
+            waiting = condition.reason
+            break
+    return PodCounts(
+        total=len(live),
+        gated=len(gated),
+        placed=len(live) - len(gated),
+        running=sum(1 for pod in live if pod.status.phase == "Running"),
+        waiting=waiting,
+    )
+
+
+def domain_view(domain: ComputeDomain) -> DomainView:
+    phase, reason = domain_phase(domain)
+    return DomainView(
+        phase=phase,
+        reason=reason,
+        clique=domain.status.clique,
+        channel=domain.status.channel,
+        members=tuple(node.name for node in domain.status.nodes),
+        trace_context=domain.metadata.annotations.get(TRACE_CONTEXT_ANNOTATION),
+    )
+
+
+def cluster_view(
+    pods: Sequence[Pod], nodes: Sequence[Node], domain: ComputeDomain | None
+) -> ClusterView:
+    def imex_ready(node: Node) -> bool:
+        return any(
+            c.type == IMEX_READY_CONDITION and c.status == "True" for c in node.status.conditions
+        )
+
+    tainted = {
+        node.metadata.name: taint.effect
+        for node in nodes
+        for taint in node.spec.taints
+        if taint.key == GPU_FAULT_TAINT
+    }
+    return ClusterView(
+        pods=pod_counts(pods),
+        pod_nodes={
+            pod.metadata.name: pod.spec.node_name
+            for pod in pods
+            if _live(pod) and pod.status.phase == "Running"
+        },
+        nodes=len(nodes),
+        imex_ready=sum(1 for node in nodes if imex_ready(node)),
+        tainted=tainted,
+        cliques={
+            node.metadata.name: node.metadata.labels[CLIQUE_LABEL]
+            for node in nodes
+            if CLIQUE_LABEL in node.metadata.labels
+        },
+        domain=None if domain is None else domain_view(domain),
+    )
+
+
+class _Pods(msgspec.Struct):
+    items: list[Pod]
+
+
+class _Nodes(msgspec.Struct):
+    items: list[Node]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The objects the demo's manifests create."""
+
+    namespace: str
+    domain: str
+    selector: str
+    replicas: int
+
+
+async def observe(client: KubeClient, target: Target) -> ClusterView:
+    pods, nodes, domain = await asyncio.gather(
+        client.list(PODS, namespace=target.namespace, label_selector=target.selector),
+        client.list(NODES),
+        client.get_or_none(COMPUTE_DOMAINS, target.domain, namespace=target.namespace),
+    )
+    return cluster_view(
+        msgspec.json.decode(pods, type=_Pods).items,
+        msgspec.json.decode(nodes, type=_Nodes).items,
+        None if domain is None else msgspec.json.decode(domain, type=ComputeDomain),
+    )

@@ -1,0 +1,133 @@
+"""The node host's control API: hosted nodes, NVML fault injection, per-service metrics.
+
+``python -m sim.nodehost`` serves it on 127.0.0.1 and writes ``<state dir>/nodehost.json``
+(control URL, pid, hosted nodes) so that ``cdo sim fault`` can find it.
+
+    GET    /nodes                          every hosted node: power, services, readiness
+    GET    /nodes/<name>                   one of them
+    POST   /nodes/<name>/faults            inject a fault: {"kind": "xid", "gpu": 1, "xid": 79}
+    DELETE /nodes/<name>/faults            every GPU of the node healthy again
+    GET    /nodes/<name>/metrics/<service> Prometheus text of imex-agent or health-monitor
+
+Fault bodies (:mod:`sim.nodehost.faults`): ``xid`` (gpu, xid), ``gpu_lost`` (gpu, lost),
+``nvlink`` (gpu, link, up), ``fabric`` (gpu or null, state, problems), ``clear``. Errors answer
+``{"error": "..."}`` with 400 (bad request, no such GPU or link) or 404 (no such node).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import msgspec
+from aiohttp import web
+
+from sim.nodehost.faults import FAULT_DECODER, ClearFaults, Fault, inject
+from sim.nodehost.host import SERVICES, HostedNode, NodeHost
+
+log = logging.getLogger("cdo.sim.nodehost")
+
+STATE_FILE = "nodehost.json"
+
+_encoder = msgspec.json.Encoder()
+
+
+class NodeHostInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``<state dir>/nodehost.json`` holds."""
+
+    control_url: str
+    pid: int
+    nodes: tuple[str, ...]
+
+
+def write_info(state_dir: Path, info: NodeHostInfo) -> Path:
+    path = state_dir / STATE_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(_encoder.encode(info))
+    temporary.replace(path)
+    return path
+
+
+def _json(value: object, *, status: int = 200) -> web.Response:
+    return web.Response(body=_encoder.encode(value), status=status, content_type="application/json")
+
+
+def _error(message: str, *, status: int) -> web.Response:
+    return _json({"error": message}, status=status)
+
+
+def control_app(host: NodeHost) -> web.Application:
+    def node_of(request: web.Request) -> HostedNode:
+        name = request.match_info["name"]
+        if name not in host:
+            raise web.HTTPNotFound(
+                text=_encoder.encode({"error": f"no hosted node {name!r}"}).decode(),
+                content_type="application/json",
+            )
+        return host[name]
+
+    async def nodes(_request: web.Request) -> web.Response:
+        return _json([node.status() for node in host])
+
+    async def node(request: web.Request) -> web.Response:
+        return _json(node_of(request).status())
+
+    def apply(target: HostedNode, fault: Fault) -> web.Response:
+        try:
+            applied = inject(target.nvml, fault)
+        except (IndexError, ValueError) as exc:
+            return _error(f"{target.name}: {exc}", status=400)
+        log.info("fault injected", extra={"node": target.name, "fault": applied})
+        return _json({"node": target.name, "applied": applied})
+
+    async def add_fault(request: web.Request) -> web.Response:
+        target = node_of(request)
+        try:
+            fault = FAULT_DECODER.decode(await request.read())
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return _error(f"bad fault: {exc}", status=400)
+        return apply(target, fault)
+
+    async def clear_faults(request: web.Request) -> web.Response:
+        return apply(node_of(request), ClearFaults())
+
+    async def metrics(request: web.Request) -> web.Response:
+        target = node_of(request)
+        service = request.match_info["service"]
+        if service not in SERVICES:
+            return _error(f"service must be one of {', '.join(SERVICES)}", status=404)
+        registry = target.metrics.get(service)
+        if registry is None or target.state != "running":
+            return _error(f"{target.name}: {service} is not running", status=404)
+        return web.Response(body=registry.exposition(), content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/nodes", nodes)
+    app.router.add_get("/nodes/{name}", node)
+    app.router.add_post("/nodes/{name}/faults", add_fault)
+    app.router.add_delete("/nodes/{name}/faults", clear_faults)
+    app.router.add_get("/nodes/{name}/metrics/{service}", metrics)
+    return app
+
+
+class ControlServer:
+    """The control API on ``host:port`` (0: any free port)."""
+
+    def __init__(self, node_host: NodeHost, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._runner = web.AppRunner(control_app(node_host), access_log=None)
+        self._host = host
+        self._port = port
+        self.url = ""
+
+    async def start(self) -> str:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.url = f"http://{self._host}:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()

@@ -1,0 +1,428 @@
+"""cdo's per-node services for many simulated nodes, in one process.
+
+    host = NodeHost(nodes=topology.nodes, client=client, nats=nats_settings, power=power,
+                    layout=layout, services=ServiceSettings(), settings=HostSettings(),
+                    tracers=Tracers.from_providers(...))
+    supervisor.start("node host", host.run())
+    host["rack-0-tray03"].nvml.raise_xid(1, 79)
+
+Every hosted node has, as a GPU node of a real cluster would:
+
+- its simulated NVML (:class:`sim.nvml.SimulatedNvml`), bound to every task of the node, so the
+  services' pynvml calls reach this node's GPUs only;
+- an IMEX agent (:class:`services.imex_agent.ImexAgent`) with the node's simulated IMEX daemon
+  in this event loop (:mod:`sim.nodehost.imex`) and its DRA kubelet plugin in the simulated
+  kubelet's directory of the node;
+- a health monitor (:class:`services.health_monitor.HealthMonitor`);
+- one NATS connection per service, each with its own metrics registry, as two pods would have.
+
+A node runs its services while it has power. Powering it off kills its IMEX daemon without a
+goodbye and stops its services; powering it on again is a reboot: the GPUs come back healthy
+(injected faults are cleared) and the services start afresh, from the API and their files.
+A service that fails takes its node's services down with it; they start again after a backoff,
+the way the kubelet restarts a crashed pod, and the failure is logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+from opentelemetry.trace import Tracer
+
+from services.health_monitor.monitor import HealthMonitor
+from services.imex_agent import ImexAgent
+from shared.bus import EventBus, NatsSettings
+from shared.kube.client import KubeClient
+from shared.kube.recorder import EventRecorder
+from shared.metrics import Metrics
+from shared.nvml import PynvmlNvml
+from sim.imex import Timing
+from sim.nodehost.imex import NodeImex
+from sim.nodehost.power import PowerSource, PowerUnavailableError
+from sim.nodehost.settings import (
+    HostSettings,
+    NodeLayout,
+    ServiceSettings,
+    agent_settings,
+    proc_devices_text,
+)
+from sim.nvml import SimulatedNvml, bound_context
+from sim.topology import Node as TopologyNode
+
+log = logging.getLogger("cdo.sim.nodehost")
+
+AGENT = "imex-agent"
+MONITOR = "health-monitor"
+SERVICES = (AGENT, MONITOR)
+
+NodeState = Literal["off", "starting", "running", "restarting"]
+
+# Many daemons in one loop (two full racks or more): slower heartbeats keep the CPU they cost
+# reasonable (docs/simulated-imex.md measures both).
+_MANY_DAEMONS = 36
+_RELAXED_TIMING = Timing(heartbeat_interval=1.0, heartbeat_timeout=3.0)
+
+
+@dataclass(frozen=True)
+class Tracers:
+    """One tracer per hosted service kind (spans carry ``service.name`` of that kind)."""
+
+    agent: Tracer
+    monitor: Tracer
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """What every hosted node shares."""
+
+    client: KubeClient
+    nats: NatsSettings
+    layout: NodeLayout
+    services: ServiceSettings
+    settings: HostSettings
+    tracers: Tracers
+    errors: Metrics
+    """Where failed sessions are counted (``cdo_errors_total{component="nodehost-session"}``)."""
+
+
+def _raise_if_cancelled() -> None:
+    """Raise CancelledError when this task was cancelled although the last await returned.
+
+    nats-py swallows a cancellation that arrives while it flushes or drains (connecting
+    included); without this check a node stopped during its start would go on running.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+class _PoweredOffError(Exception):
+    """Ends a node's session when its power goes."""
+
+
+class _SessionEndedError(Exception):
+    """A node's services stopped although nothing asked them to."""
+
+
+class NodeStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A hosted node as the control API reports it."""
+
+    name: str
+    address: str
+    clique: str
+    powered: bool | None
+    state: NodeState
+    restarts: int
+    last_error: str
+    imex_ready: bool
+    plugin_registered: bool
+    node_synced: bool
+    nvml_available: bool
+
+
+class HostedNode:
+    """One simulated node's NVML, IMEX and services; see the module docstring."""
+
+    def __init__(self, node: TopologyNode, *, context: HostContext, timing: Timing) -> None:
+        self.topology = node
+        self.name = node.name
+        self.nvml = SimulatedNvml(node)
+        self._context = context
+        self.imex = NodeImex(hosts_file=context.layout.node_dir(node.name) / "hosts", timing=timing)
+        self.state: NodeState = "off"
+        self.restarts = 0
+        self.last_error = ""
+        self.agent: ImexAgent | None = None
+        self.monitor: HealthMonitor | None = None
+        self.metrics: dict[str, Metrics] = {}
+        self._powered: bool | None = None  # unknown until the power source answered
+        self._power_changed = asyncio.Event()
+
+    @property
+    def powered(self) -> bool | None:
+        return self._powered
+
+    def set_powered(self, powered: bool) -> None:
+        if powered != self._powered:
+            self._powered = powered
+            self._power_changed.set()
+
+    @property
+    def ready(self) -> bool:
+        """Its services run, its IMEX daemon is READY, its plugin registered, its Node seen."""
+        return (
+            self.state == "running"
+            and self.agent is not None
+            and self.agent.ready
+            and self.monitor is not None
+            and self.monitor.node_synced
+        )
+
+    def status(self) -> NodeStatus:
+        agent, monitor = self.agent, self.monitor
+        return NodeStatus(
+            name=self.name,
+            address=self.topology.address,
+            clique=self.topology.clique,
+            powered=self._powered,
+            state=self.state,
+            restarts=self.restarts,
+            last_error=self.last_error,
+            imex_ready=agent is not None and agent.reporter.ready,
+            plugin_registered=agent is not None and agent.plugin.registered,
+            node_synced=monitor is not None and monitor.node_synced,
+            nvml_available=monitor is not None and monitor.nvml_available,
+        )
+
+    # -- power -------------------------------------------------------------------------------
+
+    async def _until_power(self, powered: bool, *, timeout_s: float | None = None) -> bool:
+        """Wait until the node's power is ``powered``; False when ``timeout_s`` ran out first."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while self._powered is not powered:
+                    self._power_changed.clear()
+                    await self._power_changed.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def _watch_power_loss(self) -> None:
+        await self._until_power(False)
+        log.info("node powered off; its services stop", extra={"node": self.name})
+        # Before the services are cancelled, which would stop the daemon politely.
+        await self.imex.power_loss()
+        raise _PoweredOffError
+
+    # -- the node's life ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the node's services whenever it has power, until cancelled.
+
+        Start this task in the node's NVML context (:func:`sim.nvml.bound_context`), so every
+        task and thread of its services talks to this node's NVML.
+        """
+        settings = self._context.settings
+        backoff = settings.restart_backoff_s
+        booted = False
+        while True:
+            self.state = "off"
+            await self._until_power(True)
+            if booted:
+                self.nvml.clear_faults()  # a power cycle resets the GPUs
+            booted = True
+            self.state = "starting"
+            started = time.monotonic()
+            powered_off = False
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self._session(), name=f"{self.name} services")
+                    group.create_task(self._watch_power_loss(), name=f"{self.name} power")
+            except* _PoweredOffError:
+                powered_off = True
+            except* Exception as failures:
+                self._failed(failures.exceptions[0], pause_s=backoff)
+            finally:
+                self.agent = None
+                self.monitor = None
+            if powered_off:
+                backoff = settings.restart_backoff_s
+                continue
+            if time.monotonic() - started >= settings.stable_after_s:
+                backoff = settings.restart_backoff_s
+            self.state = "restarting"
+            await self._until_power(False, timeout_s=backoff)
+            backoff = min(backoff * 2, settings.restart_backoff_max_s)
+
+    def _failed(self, error: BaseException, *, pause_s: float) -> None:
+        self.restarts += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+        self._context.errors.errors.labels("nodehost-session").inc()
+        log.error(
+            "a node's services failed; starting them again after a pause",
+            extra={"node": self.name, "error": self.last_error, "pause_s": pause_s},
+            exc_info=error,
+        )
+
+    async def _session(self) -> None:
+        """The node's services, from connecting to NATS until cancelled."""
+        context = self._context
+        services = context.services
+        metrics = {service: Metrics() for service in SERVICES}
+        async with contextlib.AsyncExitStack() as stack:
+            agent_bus = await self._bus(stack, AGENT, metrics[AGENT], context.tracers.agent)
+            monitor_bus = await self._bus(stack, MONITOR, metrics[MONITOR], context.tracers.monitor)
+            agent = ImexAgent(
+                settings=agent_settings(self.topology, layout=context.layout, services=services),
+                nvml=PynvmlNvml(),
+                imex=self.imex,
+                client=context.client,
+                bus=agent_bus,
+                metrics=metrics[AGENT],
+                tracer=context.tracers.agent,
+            )
+            recorder = (
+                EventRecorder(
+                    context.client, component=MONITOR, instance=self.name, metrics=metrics[MONITOR]
+                )
+                if services.monitor.kube_events
+                else None
+            )
+            monitor = HealthMonitor(
+                node_name=self.name,
+                nvml=PynvmlNvml(),
+                client=context.client,
+                publisher=monitor_bus,
+                metrics=metrics[MONITOR],
+                settings=services.monitor,
+                classifier=services.classifier,
+                tracer=context.tracers.monitor,
+                recorder=recorder,
+            )
+            self.agent, self.monitor, self.metrics = agent, monitor, metrics
+            async with asyncio.TaskGroup() as group:
+                group.create_task(agent_bus.run(), name=f"{self.name} {AGENT} bus")
+                group.create_task(monitor_bus.run(), name=f"{self.name} {MONITOR} bus")
+                group.create_task(agent.run(), name=f"{self.name} {AGENT}")
+                group.create_task(monitor.run(), name=f"{self.name} {MONITOR}")
+                self.state = "running"
+                log.info("node services running", extra={"node": self.name})
+        raise _SessionEndedError(f"the services of {self.name} returned")
+
+    async def _bus(
+        self, stack: contextlib.AsyncExitStack, service: str, metrics: Metrics, tracer: Tracer
+    ) -> EventBus:
+        bus = EventBus(
+            self._context.nats, service=service, instance=self.name, metrics=metrics, tracer=tracer
+        )
+        await bus.connect()
+        stack.push_async_callback(self._close_bus, bus)
+        _raise_if_cancelled()
+        await bus.ensure_jetstream()
+        _raise_if_cancelled()
+        return bus
+
+    async def _close_bus(self, bus: EventBus) -> None:
+        try:
+            async with asyncio.timeout(self._context.settings.bus_close_timeout_s):
+                await bus.stop_intake()
+                await bus.close()
+        except Exception as exc:
+            log.warning(
+                "closing a node's NATS connection failed",
+                extra={"node": self.name, "error": f"{type(exc).__name__}: {exc}"},
+            )
+
+
+class NodeHost:
+    """Hosts every given node's per-node services; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        nodes: Sequence[TopologyNode],
+        client: KubeClient,
+        nats: NatsSettings,
+        power: PowerSource,
+        layout: NodeLayout,
+        tracers: Tracers,
+        services: ServiceSettings | None = None,
+        settings: HostSettings | None = None,
+        metrics: Metrics | None = None,
+        imex_timing: Timing | None = None,
+    ) -> None:
+        if not nodes:
+            raise ValueError("a node host needs at least one node")
+        layout.check([node.name for node in nodes])
+        self.settings = settings or HostSettings()
+        self.layout = layout
+        self._power = power
+        self._nats = nats
+        self._tracer = tracers.agent
+        # Each node's bus binds to the stream and bucket; the host creates them once (run()).
+        context = HostContext(
+            client=client,
+            nats=msgspec.structs.replace(nats, manage_jetstream=False),
+            layout=layout,
+            services=services or ServiceSettings(),
+            settings=self.settings,
+            tracers=tracers,
+            errors=metrics or Metrics(),
+        )
+        timing = imex_timing or (_RELAXED_TIMING if len(nodes) >= _MANY_DAEMONS else Timing())
+        self._nodes = {
+            node.name: HostedNode(node, context=context, timing=timing) for node in nodes
+        }
+        self._power_known = asyncio.Event()
+
+    def __getitem__(self, name: str) -> HostedNode:
+        return self._nodes[name]
+
+    def __iter__(self) -> Iterator[HostedNode]:
+        return iter(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._nodes
+
+    @property
+    def ready(self) -> bool:
+        """The power state is known and every powered node is ready."""
+        return self._power_known.is_set() and all(
+            node.ready for node in self._nodes.values() if node.powered
+        )
+
+    async def run(self) -> None:
+        """Follow the power state and run every node's services, until cancelled."""
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        self.layout.proc_devices.write_text(proc_devices_text())
+        if self._nats.manage_jetstream:
+            await self._ensure_jetstream()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._follow_power(), name="nodehost power")
+            for node in self._nodes.values():
+                group.create_task(
+                    node.run(), name=f"nodehost {node.name}", context=bound_context(node.nvml)
+                )
+
+    async def _ensure_jetstream(self) -> None:
+        bus = EventBus(
+            self._nats, service="nodehost", instance="setup", metrics=Metrics(), tracer=self._tracer
+        )
+        await bus.connect()
+        try:
+            await bus.ensure_jetstream()
+        finally:
+            await bus.close()
+
+    async def _follow_power(self) -> None:
+        answered = time.monotonic()
+        complained = False
+        while True:
+            try:
+                states = await self._power.powered()
+            except PowerUnavailableError as exc:
+                silent = time.monotonic() - answered
+                if silent > self.settings.power_unreachable_s:
+                    raise PowerUnavailableError(
+                        f"no power state for {silent:.0f} s; the cluster is gone: {exc}"
+                    ) from exc
+                if not complained:
+                    log.warning("cannot read the nodes' power state", extra={"error": str(exc)})
+                    complained = True
+            else:
+                answered, complained = time.monotonic(), False
+                for name, node in self._nodes.items():
+                    if name in states:
+                        node.set_powered(states[name])
+                self._power_known.set()
+            await asyncio.sleep(self.settings.power_poll_s)

@@ -1,0 +1,587 @@
+"""The whole cdo system on the simulator, started as ``cdo sim up`` starts it, for end-to-end tests.
+
+:func:`running_whole_system` brings up, through :func:`shared.cli.simctl.up`, a real nats-server,
+the API emulator with 36 simulated nodes, the control plane (domain controller and clique
+allocator as child processes it restarts) and the node host (every node's IMEX agent and health
+monitor), in a short temporary state directory (unix socket paths are limited). It takes about
+15 s, so each test module starts one system and its tests share it: every test works in a fresh
+namespace and leaves the cluster empty again (:meth:`WholeSystem.clean_up`).
+
+The health monitors' timings are shortened through ``CDO_HEALTH_*`` variables, which the node
+host passes on to them, so a fault recovers within seconds rather than minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+from nats.aio.msg import Msg
+
+from shared.bus.cloudevents import decode, lowercase_headers
+from shared.cli import simctl
+from shared.cli.errors import CliError
+from shared.cli.state import Record, read_controlplane, read_nodehost, read_record
+from shared.cli.state import write_record as write_cdo_record
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
+from shared.crds.names import (
+    CLIQUE_LABEL,
+    DOMAIN_LABEL,
+    GPU_FAULT_TAINT,
+    HOSTNAME_LABEL,
+    PLACEMENT_GATE,
+)
+from shared.events.base import Event
+from shared.kube.client import KubeClient
+from shared.kube.models import Node, Pod, ResourceClaim, ResourceClaimTemplate
+from shared.kube.resources import (
+    DEPLOYMENTS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+)
+from tests.support.wait import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "deploy" / "examples"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+GPUS_PER_NODE = 4
+NODES_PER_CLIQUE = 18
+SYSTEM_STEP_S = 120.0
+"""Bound of one whole-system step (placement, scheduling, IMEX, cleanup) on a busy machine."""
+
+HEALTH_TIMINGS = {
+    # An XID counts as active this long, then the node must stay healthy for the hold-down
+    # before its taint goes: seconds here instead of the production minutes.
+    "CDO_HEALTH_XID_LATCH_S": "10",
+    "CDO_HEALTH_HOLD_DOWN_S": "5",
+}
+KEEP_ENV = "CDO_E2E_KEEP"
+"""Set to 1 to keep each system's state directory (logs, node files) after the module ends."""
+DOMAIN_CONTROLLER = "domain-controller"
+CLIQUE_ALLOCATOR = "clique-allocator"
+NODE_HOST_MARKER = "-m sim.nodehost"
+
+
+class _Items(msgspec.Struct):
+    items: list[msgspec.Raw]
+
+
+def _decode_items(raw: bytes, kind: type[Any]) -> list[Any]:
+    return [
+        msgspec.json.decode(item, type=kind) for item in msgspec.json.decode(raw, type=_Items).items
+    ]
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in os.environ while the block runs: simctl's processes inherit it."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+# -- workloads ---------------------------------------------------------------------------------
+
+
+def domain_object(name: str, *, num_nodes: int | None = None) -> dict[str, Any]:
+    """A ComputeDomain whose claim template is ``<name>-rct``."""
+    spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
+    if num_nodes is not None:
+        spec["numNodes"] = num_nodes
+    return {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def deployment_object(name: str, *, replicas: int, gpus: int) -> dict[str, Any]:
+    """A Deployment ``name`` (label ``app=<name>``) whose pods use domain ``name``'s channel."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "registry.example.com/worker:1.0",
+                            "resources": {
+                                "limits": {"nvidia.com/gpu": str(gpus)},
+                                "claims": [{"name": "imex-channel"}],
+                            },
+                        }
+                    ],
+                    "resourceClaims": [
+                        {"name": "imex-channel", "resourceClaimTemplateName": f"{name}-rct"}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def gated(pod: Pod) -> bool:
+    return any(gate.name == PLACEMENT_GATE for gate in pod.spec.scheduling_gates)
+
+
+def live(pods: list[Pod]) -> list[Pod]:
+    """The pods that are neither being deleted nor finished."""
+    return [
+        pod
+        for pod in pods
+        if pod.metadata.deletion_timestamp is None
+        and pod.status.phase not in ("Succeeded", "Failed")
+    ]
+
+
+# -- NATS --------------------------------------------------------------------------------------
+
+
+class EventTap:
+    """Every cdo event published on a subject pattern while it listens, decoded."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._connection: Any = None
+
+    async def start(self, url: str, subject: str) -> EventTap:
+        self._connection = await nats.connect(url)
+        await self._connection.subscribe(subject, cb=self._received)
+        await self._connection.flush()  # the subscription is in place before anything happens
+        return self
+
+    async def _received(self, message: Msg) -> None:
+        self.events.append(decode(lowercase_headers(message.headers), message.data))
+
+    def of_type(self, kind: type[Any]) -> list[Any]:
+        return [event for event in self.events if isinstance(event, kind)]
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+
+
+# -- the system --------------------------------------------------------------------------------
+
+
+class WholeSystem:
+    """One running system: its state directory, an API client and the helpers tests share."""
+
+    def __init__(self, *, state_dir: Path, client: KubeClient, record: Record) -> None:
+        self.state_dir = state_dir
+        self.client = client
+        self.kubeconfig = Path(record.kubeconfig)
+        self.nats_url = record.nats_url
+
+    # -- commands ------------------------------------------------------------------------------
+
+    async def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        process = await asyncio.create_subprocess_exec(
+            str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await process.communicate(stdin.encode() if stdin is not None else None)
+        assert process.returncode == 0, f"kubectl {' '.join(args)}: {out.decode()}"
+        return out.decode()
+
+    async def cdo(self, *args: str) -> str:
+        """``cdo ARGS --state-dir <this system>``, as a user runs it; its stdout."""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "shared.cli", *args, "--state-dir", str(self.state_dir),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")},
+        )  # fmt: skip
+        out, err = await process.communicate()
+        assert process.returncode == 0, f"cdo {' '.join(args)}: {err.decode()}"
+        return out.decode()
+
+    async def capacity(self) -> dict[str, dict[str, Any]]:
+        """Each clique's capacity as ``cdo status --json`` reads it from the NATS KV snapshots."""
+        status = json.loads(await self.cdo("status", "--json"))
+        return {entry["clique"]: entry for entry in status["cliques"]}
+
+    async def create_namespace(self, name: str) -> None:
+        await self.client.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+
+    async def create_workload(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int,
+        gpus: int,
+        num_nodes: int | None = None,
+    ) -> None:
+        """A ComputeDomain ``name`` and a Deployment ``name`` of pods using its channel."""
+        await self.client.create(
+            COMPUTE_DOMAINS, domain_object(name, num_nodes=num_nodes), namespace=namespace
+        )
+        await self.client.create(
+            DEPLOYMENTS,
+            deployment_object(name, replicas=replicas, gpus=gpus),
+            namespace=namespace,
+        )
+
+    async def delete_workload(self, namespace: str, name: str) -> None:
+        """Delete the Deployment and the ComputeDomain ``name`` without waiting."""
+        await self.client.delete(DEPLOYMENTS, name, namespace=namespace, propagation="Background")
+        await self.client.delete(COMPUTE_DOMAINS, name, namespace=namespace)
+
+    async def scale(self, namespace: str, deployment: str, replicas: int) -> None:
+        # The emulator serves no scale subresource, so a patch rather than `kubectl scale`.
+        await self.kubectl(
+            "patch", f"deployment/{deployment}", "-n", namespace,
+            "-p", json.dumps({"spec": {"replicas": replicas}}),
+        )  # fmt: skip
+
+    # -- reading the API -----------------------------------------------------------------------
+
+    async def pods(self, namespace: str = "", selector: str = "") -> list[Pod]:
+        raw = await self.client.list(PODS, namespace=namespace, label_selector=selector)
+        return _decode_items(raw, Pod)
+
+    async def domain(self, namespace: str, name: str) -> ComputeDomain | None:
+        raw = await self.client.get_or_none(COMPUTE_DOMAINS, name, namespace=namespace)
+        return None if raw is None else msgspec.json.decode(raw, type=ComputeDomain)
+
+    async def domains(self, namespace: str = "") -> list[ComputeDomain]:
+        return _decode_items(
+            await self.client.list(COMPUTE_DOMAINS, namespace=namespace), ComputeDomain
+        )
+
+    async def placements(self, namespace: str = "") -> list[Placement]:
+        return _decode_items(await self.client.list(PLACEMENTS, namespace=namespace), Placement)
+
+    async def placement(self, namespace: str, name: str) -> Placement | None:
+        raw = await self.client.get_or_none(PLACEMENTS, name, namespace=namespace)
+        return None if raw is None else msgspec.json.decode(raw, type=Placement)
+
+    async def claims(self, namespace: str = "") -> list[ResourceClaim]:
+        return _decode_items(
+            await self.client.list(RESOURCE_CLAIMS, namespace=namespace), ResourceClaim
+        )
+
+    async def templates(self, namespace: str = "") -> list[ResourceClaimTemplate]:
+        raw = await self.client.list(RESOURCE_CLAIM_TEMPLATES, namespace=namespace)
+        return _decode_items(raw, ResourceClaimTemplate)
+
+    async def nodes(self) -> list[Node]:
+        return _decode_items(await self.client.list(NODES), Node)
+
+    async def node(self, name: str) -> Node:
+        return msgspec.json.decode(await self.client.get(NODES, name), type=Node)
+
+    async def cliques(self) -> dict[str, str]:
+        """The clique label of every node."""
+        return {
+            node.metadata.name: node.metadata.labels.get(CLIQUE_LABEL, "")
+            for node in await self.nodes()
+        }
+
+    async def faulted_nodes(self) -> list[str]:
+        return [
+            node.metadata.name
+            for node in await self.nodes()
+            if any(taint.key == GPU_FAULT_TAINT for taint in node.spec.taints)
+        ]
+
+    # -- files the IMEX agents own -------------------------------------------------------------
+
+    def channel_devices(self, node: str) -> set[int]:
+        """The IMEX channel device nodes the node's agent has made (sim.nodehost's layout)."""
+        directory = self.state_dir / "nodehost" / node / "dev"
+        try:
+            names = [path.name for path in directory.iterdir()]
+        except FileNotFoundError:
+            return set()
+        return {int(name.removeprefix("channel")) for name in names if name.startswith("channel")}
+
+    async def all_channel_devices(self) -> dict[str, set[int]]:
+        """Every node's channel devices, for the nodes that have any."""
+        found = {
+            node.metadata.name: self.channel_devices(node.metadata.name)
+            for node in await self.nodes()
+        }
+        return {node: channels for node, channels in found.items() if channels}
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    async def running(self, namespace: str, selector: str, count: int) -> list[Pod] | None:
+        """The pods once exactly ``count`` live ones run, ungated and pinned where they run."""
+        found = live(await self.pods(namespace, selector))
+        if len(found) != count:
+            return None
+        settled = all(
+            pod.status.phase == "Running"
+            and not gated(pod)
+            and pod.spec.node_selector.get(HOSTNAME_LABEL) == pod.spec.node_name
+            for pod in found
+        )
+        return found if settled else None
+
+    async def wait_running(
+        self, namespace: str, selector: str, count: int, *, within_s: float = SYSTEM_STEP_S
+    ) -> list[Pod]:
+        return await wait_for(
+            lambda: self.running(namespace, selector, count),
+            timeout=within_s,
+            interval=0.2,
+            what=f"{count} pods {selector} running in {namespace}",
+        )
+
+    async def wait_domain_ready(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        nodes: int | None = None,
+        within_s: float = SYSTEM_STEP_S,
+    ) -> ComputeDomain:
+        """Until the domain is Ready (on exactly ``nodes`` member nodes, if given)."""
+
+        async def ready() -> ComputeDomain | None:
+            domain = await self.domain(namespace, name)
+            if domain is None or domain.status.status != "Ready":
+                return None
+            if nodes is not None and len(domain.status.nodes) != nodes:
+                return None
+            current = domain.status.observed_generation == domain.metadata.generation
+            return domain if current else None
+
+        return await wait_for(
+            ready, timeout=within_s, interval=0.2, what=f"{namespace}/{name} Ready"
+        )
+
+    async def clean_up(self, namespace: str, *, within_s: float = SYSTEM_STEP_S) -> None:
+        """Delete the namespace's workloads and domains; wait until nothing of them is left."""
+        await self.kubectl("delete", "deployments,jobs", "--all", "-n", namespace, "--wait=false")
+        await self.kubectl("delete", "computedomains", "--all", "-n", namespace, "--wait=false")
+
+        async def remaining() -> list[str]:
+            return [
+                *(f"domain {d.metadata.name}" for d in await self.domains(namespace)),
+                *(f"pod {p.metadata.name}" for p in await self.pods(namespace)),
+                *(f"placement {p.metadata.name}" for p in await self.placements(namespace)),
+                *(f"claim {c.metadata.name}" for c in await self.claims(namespace)),
+                *(f"template {t.metadata.name}" for t in await self.templates(namespace)),
+            ]
+
+        async def gone() -> bool:
+            return not await remaining()
+
+        try:
+            await wait_for(gone, timeout=within_s, interval=0.3, what=f"{namespace} cleaned up")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; left: {await remaining()}") from None
+
+    async def leftovers(self) -> list[str]:
+        """What cdo would have leaked once no domain exists: anything listed here is a leak."""
+        found = [
+            *(
+                f"template {t.key}"
+                for t in await self.templates()
+                if DOMAIN_LABEL in t.metadata.labels
+            ),
+            *(f"claim {c.key}" for c in await self.claims()),
+            *(f"placement {p.key}" for p in await self.placements()),
+            *(f"fault taint on {node}" for node in await self.faulted_nodes()),
+        ]
+        for node, channels in sorted((await self.all_channel_devices()).items()):
+            found.append(f"channel devices {sorted(channels)} on {node}")
+        return found
+
+    # -- processes -----------------------------------------------------------------------------
+
+    def service_pid(self, name: str) -> int:
+        """The pid of the control plane's child ``name`` (domain-controller, clique-allocator)."""
+        info = read_controlplane(self.state_dir)
+        assert info is not None, "the control plane is not running"
+        return info.services[name].pid
+
+    def node_host_pid(self) -> int:
+        host = read_nodehost(self.state_dir)
+        assert host is not None, "the node host is not running"
+        return host.pid
+
+    async def wait_services_ready(self, *, within_s: float = SYSTEM_STEP_S) -> None:
+        """Until the control plane's services answer ready and every hosted node is ready."""
+
+        def ready() -> bool:
+            info = read_controlplane(self.state_dir)
+            if info is None or not info.ready:
+                return False
+            if not all(_probe_ready(service.probe_url) for service in info.services.values()):
+                return False
+            host = read_nodehost(self.state_dir)
+            if host is None:
+                return False
+            try:
+                nodes = simctl.request(host.control_url, "GET", "/nodes")
+            except CliError:
+                return False
+            return all(
+                not node["powered"] or (node["imex_ready"] and node["node_synced"])
+                for node in nodes
+            )
+
+        async def probe() -> bool:
+            return await asyncio.to_thread(ready)
+
+        await wait_for(probe, timeout=within_s, interval=0.5, what="every service ready")
+
+    def kill_node_host(self) -> NodeHostCommand:
+        """SIGKILL the node host; what it ran with, to start it again the same way."""
+        pid = self.node_host_pid()
+        command = NodeHostCommand.of(pid)
+        os.kill(pid, signal.SIGKILL)
+        return command
+
+    def start_node_host(self, command: NodeHostCommand) -> int:
+        """Start the node host again as ``cdo sim up`` did; ``cdo sim down`` stops the new one."""
+        log = self.state_dir / "logs" / "nodehost.log"
+        with log.open("ab") as sink:
+            process = subprocess.Popen(
+                command.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=command.env,
+                start_new_session=True,
+            )
+        record = read_record(self.state_dir)
+        assert record is not None
+        processes = tuple(
+            msgspec.structs.replace(started, pid=process.pid)
+            if started.marker == NODE_HOST_MARKER
+            else started
+            for started in record.processes
+        )
+        write_cdo_record(self.state_dir, msgspec.structs.replace(record, processes=processes))
+        return process.pid
+
+
+class NodeHostCommand(msgspec.Struct, frozen=True, kw_only=True):
+    """A running node host's command line and environment, read from /proc."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, pid: int) -> NodeHostCommand:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
+        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+        return cls(argv=[part.decode() for part in argv], env=env)
+
+
+def _probe_ready(probe_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(probe_url + "/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def alive(pid: int, marker: str) -> bool:
+    """Whether ``pid`` still runs the program whose command line contains ``marker``."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z" and marker in command
+
+
+def gpus_per_node(pods: list[Pod]) -> dict[str, int]:
+    """GPUs the pods bound to each node hold: a pod being deleted holds its GPUs until it ends."""
+    used: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        if pod.spec.node_name and pod.status.phase not in ("Succeeded", "Failed"):
+            used[pod.spec.node_name] += pod.gpus()
+    return dict(used)
+
+
+def reserved_per_node(placements: list[Placement]) -> dict[str, int]:
+    """GPUs the Placements reserve on each node."""
+    used: dict[str, int] = defaultdict(int)
+    for placement in placements:
+        for member in placement.spec.members:
+            used[member.node] += member.gpus
+    return dict(used)
+
+
+def shared_channels(placements: list[Placement]) -> list[str]:
+    """Channels two Placements hold in one clique (none, when the allocator is right)."""
+    owners: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for placement in placements:
+        owners[(placement.spec.clique, placement.spec.channel)].append(placement.key)
+    return [f"channel {ch} of {cl}: {keys}" for (cl, ch), keys in owners.items() if len(keys) > 1]
+
+
+@contextlib.asynccontextmanager
+async def running_whole_system(
+    env: Mapping[str, str] | None = None,
+) -> AsyncIterator[WholeSystem]:
+    """Start everything with ``cdo sim up`` (about 15 s); stop it and remove its files on exit."""
+    state_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-"))
+    options = simctl.UpOptions(
+        state_dir=state_dir,
+        topology=None,
+        nats_url=None,
+        nodes="*",
+        imex_server_port=None,
+        imex_cmd_port=None,
+        wait=True,
+        timeout_s=180,
+    )
+    lines: list[str] = []
+    client: KubeClient | None = None
+    try:
+        with _environment({**HEALTH_TIMINGS, **(env or {})}):
+            await asyncio.to_thread(simctl.up, options, say=lines.append)
+        record = read_record(state_dir)
+        assert record is not None, "\n".join(lines)
+        client = await KubeClient.connect(kubeconfig=record.kubeconfig)
+        yield WholeSystem(state_dir=state_dir, client=client, record=record)
+    finally:
+        if client is not None:
+            await client.close()
+        with contextlib.suppress(CliError):
+            await asyncio.to_thread(simctl.down, state_dir, say=lines.append)
+        if os.environ.get(KEEP_ENV) != "1":
+            shutil.rmtree(state_dir, ignore_errors=True)

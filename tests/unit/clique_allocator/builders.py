@@ -1,0 +1,158 @@
+"""Small builders of API objects and views for the allocator's unit tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from services.clique_allocator.nodes import build_cliques, node_facts
+from services.clique_allocator.objects import Workload
+from services.clique_allocator.placement import ClusterView, Reservation
+from services.clique_allocator.records import reservation_of
+from shared.crds.computedomain import ComputeDomain
+from shared.crds.placement import PlacementMember, PlacementSpec
+from shared.kube.models import Node, Pod
+
+CLIQUE_A = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a00.1"
+CLIQUE_B = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a01.1"
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def node(
+    name: str,
+    *,
+    clique: str | None = CLIQUE_A,
+    gpus: int = 4,
+    ready: str = "True",
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    annotations: dict[str, str] | None = None,
+    conditions: list[dict[str, str]] | None = None,
+) -> Node:
+    labels = {"kubernetes.io/hostname": name}
+    if clique is not None:
+        labels["nvidia.com/gpu.clique"] = clique
+        labels["cdo.dev/nvlink-domain"] = clique.split(".")[0]
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
+        "spec": {"unschedulable": unschedulable, "taints": taints or []},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": ready}, *(conditions or [])],
+        },
+    }
+    return msgspec.convert(body, type=Node)
+
+
+def rack(prefix: str, clique: str, count: int = 4) -> list[Node]:
+    return [node(f"{prefix}-n{i:02d}", clique=clique) for i in range(count)]
+
+
+def pod(
+    name: str,
+    *,
+    gpus: int = 4,
+    gated: bool = True,
+    template: str | None = "train-rct",
+    phase: str = "Pending",
+    node_name: str = "",
+    pinned_to: str = "",
+    owner: tuple[str, str, str] | None = ("ReplicaSet", "train-rs", "rs-uid"),
+    deleting: bool = False,
+    placed: tuple[str, str, str] | None = None,
+    namespace: str = "default",
+) -> Pod:
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}},
+        ],
+        "nodeName": node_name,
+    }
+    if template is not None:
+        spec["resourceClaims"] = [{"name": "channel", "resourceClaimTemplateName": template}]
+    if gated:
+        spec["schedulingGates"] = [{"name": "cdo.dev/placement"}]
+    if pinned_to:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": pinned_to}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if owner is not None:
+        kind, owner_name, uid = owner
+        metadata["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": uid,
+             "controller": True}
+        ]  # fmt: skip
+    if deleting:
+        metadata["deletionTimestamp"] = NOW.isoformat()
+    status: dict[str, Any] = {"phase": phase}
+    if placed is not None:
+        status["conditions"] = [
+            {"type": "cdo.dev/Placed", "status": placed[0], "reason": placed[1],
+             "message": placed[2]}
+        ]  # fmt: skip
+    return msgspec.convert(
+        {"metadata": metadata, "spec": spec, "status": status}, type=Pod, strict=False
+    )
+
+
+def domain(
+    name: str = "train",
+    *,
+    uid: str = "cd-uid",
+    gang: int | None = None,
+    num_nodes: int | None = None,
+    deleting: bool = False,
+) -> ComputeDomain:
+    spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
+    if gang is not None:
+        spec["gang"] = {"size": gang}
+    if num_nodes is not None:
+        spec["numNodes"] = num_nodes
+    metadata: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid}
+    if deleting:
+        metadata["deletionTimestamp"] = NOW.isoformat()
+    return msgspec.convert({"metadata": metadata, "spec": spec}, type=ComputeDomain)
+
+
+def workload(
+    *, replicas: int | None = None, uid: str = "rs-uid", succeeded: int = 0, **spec: Any
+) -> Workload:
+    body: dict[str, Any] = {
+        "metadata": {"uid": uid},
+        "spec": dict(spec),
+        "status": {"succeeded": succeeded},
+    }
+    if replicas is not None:
+        body["spec"]["replicas"] = replicas
+    return msgspec.convert(body, type=Workload)
+
+
+def record(
+    *members: tuple[str, int, tuple[str, ...]],
+    clique: str = CLIQUE_A,
+    channel: int = 0,
+    gpus_per_pod: int = 4,
+    size: int | None = None,
+) -> PlacementSpec:
+    """Members as (node, slots, pods); node slots taken from the node name's index."""
+    return PlacementSpec(
+        clique=clique,
+        channel=channel,
+        gpus_per_pod=gpus_per_pod,
+        size=sum(slots for _, slots, _ in members) if size is None else size,
+        members=tuple(
+            PlacementMember(
+                node=name, slot=int(name.rsplit("n", 1)[1]), gpus=slots * gpus_per_pod, pods=pods
+            )
+            for name, slots, pods in members
+        ),
+    )
+
+
+def view(nodes: list[Node], **records: PlacementSpec) -> ClusterView:
+    facts = [found for item in nodes if (found := node_facts(item)) is not None]
+    reservations: list[Reservation] = [
+        reservation_of(f"default/{name}", spec) for name, spec in records.items()
+    ]
+    return ClusterView.build(cliques=build_cliques(facts), reservations=reservations)

@@ -1,0 +1,54 @@
+"""Events counted by type; faults, recoveries and the demo domain's phase changes shown."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from shared.events.catalog import (
+    CliqueCapacity,
+    DomainMembershipChanged,
+    NodeFault,
+    NodeRecovered,
+)
+from sim.demo.tally import Tally, counts_line, short_type
+
+
+def membership(phase: str, *, name: str = "training-domain-1") -> DomainMembershipChanged:
+    return DomainMembershipChanged(namespace="default", name=name, phase=phase, reason="r")
+
+
+def test_every_event_is_counted_and_only_phase_changes_of_the_demo_domain_are_shown() -> None:
+    tally = Tally(namespace="default", domain="training-domain-1")
+    shown = [
+        tally.record(event)
+        for event in (
+            membership("Pending"),
+            membership("Placed"),
+            membership("Placed"),
+            membership("Ready", name="another"),
+            CliqueCapacity(clique="c.1"),
+            membership("Ready"),
+        )
+    ]
+    assert [line is not None for line in shown] == [True, True, False, False, False, True]
+    assert shown[0] is not None and shown[0].startswith("event domain.membership")
+    assert "training-domain-1 Ready" in (shown[5] or "")
+    assert tally.phase == "Ready"
+    assert tally.counts == Counter({"domain.membership": 5, "clique.capacity": 1})
+    assert tally.total == 6
+
+
+def test_faults_and_recoveries_are_always_shown() -> None:
+    tally = Tally(namespace="default", domain="training-domain-1")
+    fault = NodeFault(node="rack-1-tray05", signal="xid", code=79, severity="fatal")
+    recovered = NodeRecovered(node="rack-1-tray05", signals=("xid",))
+    assert "rack-1-tray05" in (tally.record(fault) or "")
+    assert "rack-1-tray05" in (tally.record(recovered) or "")
+    assert short_type(fault) == "node.fault"
+
+
+def test_counts_read_most_frequent_first() -> None:
+    assert counts_line(Counter({"node.imex": 3, "node.fault": 1, "domain.membership": 3})) == (
+        "domain.membership 3, node.imex 3, node.fault 1"
+    )
+    assert counts_line(Counter()) == "none"
