@@ -20,6 +20,7 @@ BusClosedError when the connection closes for good.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import operator
@@ -30,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from nats import errors as nats_errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -66,6 +68,8 @@ DeliveryHandler = Callable[[Delivery], Awaitable[None]]
 
 _PLACES_PER_TYPE = 4096
 """Entities whose subject, CloudEvent subject and snapshot key one publisher keeps at hand."""
+SUBSCRIBE_FLUSH_TIMEOUT_S = 2
+"""Seconds subscribe waits for the server to confirm the subscription while connected."""
 
 
 class _Kind:
@@ -332,13 +336,20 @@ class EventBus:
         """Receive live events on ``subject`` (wildcards allowed).
 
         With ``queue`` set, replicas of a consumer that share the name split the messages
-        between them (a NATS queue group) instead of each getting every one.
+        between them (a NATS queue group) instead of each getting every one. When this
+        returns, the server has the subscription: an event published afterwards, from any
+        connection, is delivered.
         """
 
         # nats-py awaits the callback's result; a partial saves a coroutine per message.
         on_message = functools.partial(self._deliver, handler, queue)
         subscription = await self.nc.subscribe(subject, queue=queue or "", cb=on_message)
         self._subscriptions.append(subscription)
+        # SUB only sits in the client's buffer until flushed; a PING round trip puts it on
+        # the server before the caller goes on to trigger what it waits for. While the
+        # connection is down the client resends the subscription on reconnect anyway.
+        with contextlib.suppress(nats_errors.FlushTimeoutError, nats_errors.ConnectionClosedError):
+            await self.nc.flush(timeout=SUBSCRIBE_FLUSH_TIMEOUT_S)
         return subscription
 
     async def consume(

@@ -602,6 +602,7 @@ class ImexDaemon:
         self, index: int, entry: str, reader: asyncio.StreamReader
     ) -> Literal["lost", "refused", "failed"]:
         """Follow an established link until it ends; the peer pings it while it is alive."""
+        excused = False
         while True:
             # asyncio.timeout, not wait_for, here and throughout: no task per message (which
             # matters with thousands of links in one loop), and on Python 3.11 wait_for can
@@ -612,9 +613,13 @@ class ImexDaemon:
                 async with heartbeat:
                     message = await read_peer_message(reader)
             except TimeoutError:
-                if self._loop_stalled(heartbeat):
+                # One late timeout in a row is forgiven (the loop stalled; the pings may be
+                # waiting in the buffer); a second means the peer is silent, busy loop or not.
+                if not excused and self._loop_stalled(heartbeat):
+                    excused = True
                     continue
                 raise
+            excused = False
             if message is None:
                 return self._lose(index, entry)
             if isinstance(message, Goodbye):

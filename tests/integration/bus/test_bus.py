@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 from datetime import UTC, datetime
 
 import msgspec
@@ -332,3 +334,21 @@ async def test_subject_patterns_select(bus_factory: BusFactory, pattern: str) ->
     await asyncio.sleep(0)  # let a wrongly matching message arrive, if any
     await bus.flush()
     assert [type(e) for e in got] == [NodeFault]
+
+
+async def test_the_server_has_a_subscription_once_subscribe_returns(
+    bus_factory: BusFactory, nats_server: NatsServer
+) -> None:
+    """Callers subscribe, then trigger what they wait for through another connection."""
+    listener = await bus_factory("listener")
+
+    async def ignore(_event: Event) -> None:
+        return None
+
+    await listener.subscribe("cdo.v1.node.*.fault", ignore)
+    # A blocking read, on purpose: the client's event loop gets no turn to flush anything
+    # that subscribe left in its buffer.
+    url = f"http://{nats_server.host}:{nats_server.monitor_port}/subsz?subs=1"
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: ASYNC210 - see above
+        subscriptions = json.loads(response.read())["subscriptions_list"]
+    assert "cdo.v1.node.*.fault" in [entry["subject"] for entry in subscriptions]

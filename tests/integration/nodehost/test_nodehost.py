@@ -137,6 +137,18 @@ async def test_power_off_stops_a_nodes_services_and_power_on_restarts_them(
     )
     listener = await bus_factory("listener")
     events = await collect(listener, "cdo.v1.node.*.imex")
+
+    async def peer_up() -> bool:
+        # ImexReady only says the peer's own daemon runs; the first node maps may still differ
+        # (the map settles, then the daemons restart), so wait for the domain itself.
+        latest = [
+            e
+            for e in await listener.snapshots(f"v1.node.{peer}.imex")
+            if isinstance(e, NodeImexState)
+        ]
+        return bool(latest) and latest[-1].domain_state == "UP"
+
+    await wait_for(peer_up, timeout=30, interval=0.2, what="the peer's IMEX domain UP")
     hosted.host[victim].nvml.raise_xid(0, 13)  # queued; a power cycle must not keep faults
     hosted.host[victim].nvml.set_gpu_lost(2)
 
