@@ -25,6 +25,8 @@ from typing import Any, Literal
 Phase = Literal["intake", "drain", "final"]
 _PHASES: tuple[Phase, ...] = ("intake", "drain", "final")
 
+LEFTOVER_GRACE_S = 0.5
+"""How long tasks already on their way out get before the rest count as leftovers."""
 EXIT_OK = 0
 EXIT_FATAL = 1
 
@@ -156,6 +158,11 @@ class Supervisor:
     async def _reap_leftovers(self, code: int) -> None:
         current = asyncio.current_task()
         leftovers = [task for task in asyncio.all_tasks() if task is not current]
+        if leftovers:
+            # Tasks their owners cancelled in the last steps without awaiting them (a client
+            # library's reader, say) end within a moment; count only what nobody stopped.
+            await asyncio.wait(leftovers, timeout=LEFTOVER_GRACE_S)
+            leftovers = [task for task in leftovers if not task.done()]
         log.info(
             "shutdown complete",
             extra={

@@ -47,7 +47,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
     await api.create_domain("job")
     uid = await api.create_replicaset("job-rs", replicas=2)
     names = await api.create_gated_pods("job", 2, template="job-rct", owner=("job-rs", uid))
-    pins = await wait_for(lambda: all_pinned(api, names), what="pinned")
+    pins = await wait_for(lambda: all_pinned(api, names), timeout=30, what="pinned")
     placement = await api.placement("job")
     assert placement is not None and placement.spec.clique == clique_id(0)
     for name, node in pins.items():
@@ -60,7 +60,9 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
     (replacement,) = await api.create_gated_pods(
         "job-r", 1, template="job-rct", owner=("job-rs", uid)
     )
-    moved = await wait_for(lambda: all_pinned(api, [replacement]), what="replacement pinned")
+    moved = await wait_for(
+        lambda: all_pinned(api, [replacement]), timeout=30, what="replacement pinned"
+    )
     spare = (set(rack0) - set(pins.values())).pop()
     assert moved == {replacement: spare}  # same clique, healthy node; rack 1 stays untouched
     placement = await api.placement("job")
@@ -78,7 +80,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
         pod = await api.pod(second)
         return pod is not None and placed_condition(pod) == ("False", "CliqueFull")
 
-    await wait_for(waits, what="replacement waits in its clique")
+    await wait_for(waits, timeout=30, what="replacement waits in its clique")
     pod = await api.pod(second)
     assert pod is not None
     condition = pod.condition("cdo.dev/Placed")
@@ -86,5 +88,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
 
     # The first node recovers: the waiting pod goes there, still in the domain's clique.
     await api.set_ready(failed, True)
-    back = await wait_for(lambda: all_pinned(api, [second]), what="placed after recovery")
+    back = await wait_for(
+        lambda: all_pinned(api, [second]), timeout=30, what="placed after recovery"
+    )
     assert back == {second: failed}

@@ -54,7 +54,7 @@ def test_sigterm_stops_cleanly_with_exit_zero_and_no_task_left(
         service.stop()
     record = shutdown_record(service)
     assert record["exit_code"] == 0
-    assert record["leftover_tasks"] == 0, record
+    assert record["leftover_tasks"] == 0, record["leftover_names"]
 
 
 def test_readyz_is_false_until_nats_connects(tmp_path: Path, service_env: dict[str, str]) -> None:
