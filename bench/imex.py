@@ -35,9 +35,7 @@ from pathlib import Path
 import msgspec
 import yaml
 
-from services.imex_agent import AgentSettings, ImexAgent, ImexProcess
-from services.imex_agent.binaries import ImexStartError
-from services.imex_agent.report import UNAVAILABLE, DomainReport, parse_domain_report
+from services.imex_agent import AgentSettings, ImexAgent
 from services.imex_agent.settings import DraSettings, ImexSettings
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
 from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
@@ -49,78 +47,14 @@ from shared.kube.resources import NAMESPACES, NODES, RESOURCE_CLAIMS
 from shared.kubeletapi import Claim, DraPluginClient, PluginWatcher
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
-from sim.imex import (
-    CommandError,
-    ImexConfigError,
-    ImexDaemon,
-    Resolver,
-    Timing,
-    load_config,
-    local_endpoint,
-    query_domain,
-    query_status,
-    render_json,
-)
-from sim.imex import ImexStartError as SimStartError
+from sim.imex import Timing
 from sim.natsserver import free_port
+from sim.nodehost.imex import NodeImex
 from sim.nvml import SimulatedNvml, bound_context
 from sim.topology import parse_topology
 
 NAMESPACE = "bench"
 TIMING = Timing(heartbeat_interval=1.0, heartbeat_timeout=3.0)
-
-
-# -- the Imex handle, in process ---------------------------------------------------------------
-
-
-class _Daemon:
-    def __init__(self, daemon: ImexDaemon) -> None:
-        self._daemon = daemon
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    async def wait(self) -> int:
-        try:
-            await self._daemon.wait()
-        except Exception:
-            return 1
-        return 0
-
-    def reload(self) -> None:
-        self._daemon.request_reconnect()
-
-    async def stop(self, *, timeout_s: float) -> int:
-        async with asyncio.timeout(timeout_s):
-            await self._daemon.stop()
-        return 0
-
-
-class InProcessImex:
-    """Simulated daemons in this event loop, behind the agent's Imex Protocol."""
-
-    def __init__(self, hosts_file: Path) -> None:
-        self._resolver = Resolver(hosts_file)
-
-    async def start(self, config: Path, *, output: Path) -> ImexProcess:
-        try:
-            daemon = ImexDaemon(load_config(config), resolver=self._resolver, timing=TIMING)
-            await daemon.start()
-        except (ImexConfigError, SimStartError) as exc:
-            raise ImexStartError(str(exc)) from exc
-        return _Daemon(daemon)
-
-    async def query_state(self, config: Path) -> str:
-        try:
-            status = await query_status(local_endpoint(load_config(config)))
-        except (CommandError, ImexConfigError):
-            return UNAVAILABLE
-        return status.state.value
-
-    async def query_domain(self, config: Path) -> DomainReport:
-        view = await query_domain(load_config(config), resolver=self._resolver)
-        return parse_domain_report(render_json(view))
 
 
 # -- the cluster ----------------------------------------------------------------------------------
@@ -212,7 +146,7 @@ class Bench:
                 agent = ImexAgent(
                     settings=settings,
                     nvml=PynvmlNvml(),
-                    imex=InProcessImex(Path(settings.imex.hosts_file)),
+                    imex=NodeImex(hosts_file=Path(settings.imex.hosts_file), timing=TIMING),
                     client=self.client,
                     bus=None,
                     metrics=Metrics(),
