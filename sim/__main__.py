@@ -1,6 +1,7 @@
 """``python -m sim``: run the simulated cluster, power nodes off and on.
 
     python -m sim up [--topology FILE] [--state-dir DIR] [--api-port P] [--label-cliques]
+                     [--api-in-process]
     python -m sim status [--state-dir DIR]
     python -m sim power off|on NODE [--state-dir DIR]
 
@@ -35,6 +36,7 @@ async def up(args: argparse.Namespace) -> int:
         topology=args.topology,
         api_port=args.api_port,
         label_cliques=args.label_cliques,
+        api_process=not args.api_in_process,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -96,6 +98,12 @@ def main() -> None:
         "--label-cliques",
         action="store_true",
         help="label nodes with their clique (normally cdo's health monitor does)",
+    )
+    start.add_argument(
+        "--api-in-process",
+        action="store_true",
+        help="serve the API from this process too (by default the emulator runs in a process "
+        "of its own, so that it and the kubelets, scheduler and controllers use two cores)",
     )
     commands.add_parser("status", help="list the nodes of the running cluster")
     switch = commands.add_parser("power", help="power a node on or off")

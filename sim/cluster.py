@@ -30,6 +30,7 @@ from shared.kube.resources import NODES
 from shared.metrics import Metrics
 from sim.controllers import ControllerManager, ControllerSettings
 from sim.kubeapi import KubeServer, ServerConfig, serve
+from sim.kubeapi.process import ApiProcess, serve_in_process_of_its_own
 from sim.kubelet import (
     KubeletFleet,
     KubeletSettings,
@@ -56,6 +57,8 @@ class ClusterOptions:
     api_host: str = "127.0.0.1"
     api_port: int = 0
     label_cliques: bool = False
+    api_process: bool = False
+    """Run the API emulator as a process of its own (two cores) instead of in this one."""
     api: ServerConfig = field(default_factory=lambda: ServerConfig(pod_graceful_deletion=True))
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
@@ -74,7 +77,7 @@ class SimulatedCluster:
         self,
         *,
         topology: Cluster,
-        api: KubeServer,
+        api: KubeServer | ApiProcess,
         client: KubeClient,
         fleet: KubeletFleet,
         scheduler: Scheduler,
@@ -125,7 +128,9 @@ class SimulatedCluster:
         api_config = msgspec.structs.replace(
             options.api, default_toleration_seconds=options.lifecycle.default_toleration_s
         )
-        async with serve(
+        start = serve_in_process_of_its_own if options.api_process else serve
+        api: KubeServer | ApiProcess
+        async with start(
             config=api_config,
             host=options.api_host,
             port=options.api_port,

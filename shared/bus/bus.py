@@ -28,11 +28,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from nats import errors as nats_errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
@@ -40,7 +39,8 @@ from nats.js.kv import KeyValue
 from opentelemetry.trace import Tracer
 
 from shared import tracing
-from shared.bus import cloudevents, jetstream
+from shared.bus import cloudevents, jetstream, wire
+from shared.bus.client import BusClient
 from shared.bus.connection import ConnectionWatch, connect
 from shared.bus.settings import NatsSettings
 from shared.bus.snapshots import SnapshotWriter
@@ -67,14 +67,15 @@ class Delivery:
 DeliveryHandler = Callable[[Delivery], Awaitable[None]]
 
 _PLACES_PER_TYPE = 4096
-"""Entities whose subject, CloudEvent subject and snapshot key one publisher keeps at hand."""
+"""Entities (per source) whose subject, snapshot key and header block start one publisher keeps
+at hand."""
 SUBSCRIBE_FLUSH_TIMEOUT_S = 2
 """Seconds subscribe waits for the server to confirm the subscription while connected."""
 
 
 class _Kind:
     """What the bus works out once per event type rather than per message: names, metric
-    children, and the subject, CloudEvent subject and snapshot key of recently seen entities."""
+    children, and the subject, snapshot key and envelope headers of recently seen entities."""
 
     __slots__ = (
         "_places",
@@ -103,23 +104,37 @@ class _Kind:
         # Everything cached here derives from these fields alone, unless a type computes its
         # subjects its own way.
         self._tokens = operator.attrgetter(*fields) if fields and standard else None
-        self._places: dict[object, tuple[str, str, str | None]] = {}
+        self._places: dict[object, _Place] = {}
 
-    def place(self, event: Event) -> tuple[str, str, str | None]:
-        """Subject, CloudEvent subject header value and snapshot key of ``event``."""
+    def place(self, event: Event) -> _Place:
+        """Where ``event`` goes, with the start of its header block (which names its source)."""
         if self._tokens is None:
-            return _place(event)
-        tokens = self._tokens(event)
+            return self._place(event)
+        tokens = (self._tokens(event), event.source)
         place = self._places.get(tokens)
         if place is None:
             if len(self._places) >= _PLACES_PER_TYPE:
                 self._places.clear()
-            place = self._places[tokens] = _place(event)
+            place = self._places[tokens] = self._place(event)
         return place
 
+    def _place(self, event: Event) -> _Place:
+        envelope = cloudevents.envelope_headers(
+            ce_type=self.ce_type,
+            source_header=cloudevents.header_value(event.source),
+            subject_header=cloudevents.header_value(event.ce_subject()),
+        )
+        return _Place(
+            subject=event.subject(),
+            snapshot_key=event.snapshot_key(),
+            block_start=wire.HEADER_LINE + wire.header_lines(envelope),
+        )
 
-def _place(event: Event) -> tuple[str, str, str | None]:
-    return event.subject(), cloudevents.header_value(event.ce_subject()), event.snapshot_key()
+
+class _Place(NamedTuple):
+    subject: str
+    snapshot_key: str | None
+    block_start: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,14 +179,15 @@ class EventBus:
         self._metrics = metrics
         self._tracer = tracer
         self._spans = tracing.MessagingTracer(tracer)
-        self._source_header = cloudevents.header_value(self.source)
         self._watch = ConnectionWatch()
-        self._nc: Client | None = None
+        self._nc: BusClient | None = None
         self._js: JetStreamContext | None = None
         self._kv: KeyValue | None = None
         self._subscriptions: list[Subscription] = []
         self._stopping = False
-        self._snapshots = SnapshotWriter(bucket=settings.snapshot_bucket, publish=self._raw_publish)
+        self._snapshots = SnapshotWriter(
+            bucket=settings.snapshot_bucket, publish=self._publish_block
+        )
         self._kinds: dict[type[Event], _Kind] = {}
 
     # -- connection -------------------------------------------------------------------------
@@ -185,7 +201,7 @@ class EventBus:
         return self._watch
 
     @property
-    def nc(self) -> Client:
+    def nc(self) -> BusClient:
         if self._nc is None:
             raise RuntimeError("the bus is not connected yet")
         return self._nc
@@ -231,8 +247,8 @@ class EventBus:
 
     # -- publishing -------------------------------------------------------------------------
 
-    async def _raw_publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
-        await self.nc.publish(subject, payload, headers=headers)
+    async def _publish_block(self, subject: str, block: bytes, payload: bytes) -> None:
+        await self.nc.publish_block(subject, block, payload)
 
     def _kind(self, cls: type[Event]) -> _Kind:
         kind = self._kinds.get(cls)
@@ -245,26 +261,19 @@ class EventBus:
         kind = self._kind(type(event))
         if not event.source:
             event = msgspec.structs.replace(event, source=self.source)
-        source = event.source
-        subject, subject_header, key = kind.place(event)
-        headers = cloudevents.binary_headers(
-            event,
-            ce_type=kind.ce_type,
-            source_header=(
-                self._source_header if source == self.source else cloudevents.header_value(source)
-            ),
-            subject_header=subject_header,
-        )
+        place = kind.place(event)
         payload = ENCODER.encode(event)
         span, traceparent, tracestate = self._spans.start_publish(
-            subject=subject, template=kind.template
+            subject=place.subject, template=kind.template
         )
+        lines = cloudevents.event_header_lines(event)
         if traceparent is not None:
-            headers["traceparent"] = traceparent
+            lines += f"traceparent: {traceparent}\r\n"
             if tracestate is not None:
-                headers["tracestate"] = tracestate
+                lines += wire.header_line("tracestate", tracestate)
+        block = place.block_start + lines.encode() + wire.END
         try:
-            await self.nc.publish(subject, payload, headers=headers)
+            await self.nc.publish_block(place.subject, block, payload)
         except Exception as exc:
             tracing.mark_error(span, exc)
             self._metrics.publish_errors.labels(kind.ce_type).inc()
@@ -275,8 +284,8 @@ class EventBus:
         if counter is None:
             counter = kind.published = self._metrics.messages_published.labels(kind.ce_type)
         counter.inc()
-        if key is not None:
-            self._snapshots.offer(key, payload, headers)
+        if place.snapshot_key is not None:
+            self._snapshots.offer(place.snapshot_key, payload, block)
 
     async def flush(self) -> None:
         """Write pending snapshots and wait until the server has every publish so far."""

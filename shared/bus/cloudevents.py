@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
+from shared.bus import wire
 from shared.errors import MalformedEventError, UnknownEventTypeError
 from shared.events.base import Event
 from shared.events.registry import DECODERS, ENCODER, event_class
@@ -40,21 +41,38 @@ def format_time(moment: datetime) -> str:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
+def envelope_headers(*, ce_type: str, source_header: str, subject_header: str) -> dict[str, str]:
+    """The binary-mode headers that stay the same for one event type, source and entity
+    (``*_header`` already went through :func:`header_value`)."""
+    return {
+        "ce-specversion": SPECVERSION,
+        "ce-source": source_header,
+        "ce-type": ce_type,
+        "ce-subject": subject_header,
+        "content-type": CONTENT_TYPE,
+    }
+
+
 def binary_headers(
     event: Event, *, ce_type: str, source_header: str, subject_header: str
 ) -> dict[str, str]:
-    """The binary-mode headers of ``event``, given the attributes a publisher can prepare once
-    per type, source and entity (``*_header`` already went through :func:`header_value`)."""
-    return {
-        "ce-specversion": SPECVERSION,
-        "ce-id": header_value(event.id),
-        "ce-source": source_header,
-        "ce-type": ce_type,
-        "ce-time": format_time(event.time),
-        "ce-subject": subject_header,
-        "content-type": CONTENT_TYPE,
-        MSG_ID_HEADER: event.id,
-    }
+    """The binary-mode headers of ``event``: its envelope plus id and time."""
+    headers = envelope_headers(
+        ce_type=ce_type, source_header=source_header, subject_header=subject_header
+    )
+    headers["ce-id"] = header_value(event.id)
+    headers["ce-time"] = format_time(event.time)
+    headers[MSG_ID_HEADER] = event.id
+    return headers
+
+
+def event_header_lines(event: Event) -> str:
+    """The header lines :func:`binary_headers` adds for ``event`` beyond its envelope (id,
+    time, ``Nats-Msg-Id``), in the NATS wire form of :mod:`shared.bus.wire`."""
+    ce_id = header_value(event.id)
+    # An id that needed no percent-encoding is a trimmed run of printable ASCII already.
+    msg_id = ce_id if ce_id == event.id else wire.safe_value(event.id)
+    return f"ce-id: {ce_id}\r\nce-time: {format_time(event.time)}\r\n{MSG_ID_HEADER}: {msg_id}\r\n"
 
 
 def encode(event: Event) -> tuple[dict[str, str], bytes]:

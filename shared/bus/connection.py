@@ -12,9 +12,7 @@ import logging
 import ssl
 from typing import Any
 
-import nats
-from nats.aio.client import Client
-
+from shared.bus.client import BusClient
 from shared.bus.settings import NatsSettings
 
 log = logging.getLogger("cdo.bus")
@@ -82,6 +80,8 @@ def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch
     return options
 
 
-async def connect(settings: NatsSettings, *, name: str, watch: ConnectionWatch) -> Client:
+async def connect(settings: NatsSettings, *, name: str, watch: ConnectionWatch) -> BusClient:
     """Connect, retrying up to the reconnect budget; raises when no server answered."""
-    return await nats.connect(**connect_options(settings, name=name, watch=watch))
+    client = BusClient()
+    await client.connect(**connect_options(settings, name=name, watch=watch))
+    return client

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-PublishFn = Callable[[str, bytes, dict[str, str]], Awaitable[None]]
+PublishFn = Callable[[str, bytes, bytes], Awaitable[None]]
+"""Publishes (subject, header block, payload)."""
 
 
 class SnapshotWriter:
@@ -19,12 +20,13 @@ class SnapshotWriter:
     def __init__(self, *, bucket: str, publish: PublishFn) -> None:
         self._prefix = f"$KV.{bucket}."
         self._publish = publish
-        self._pending: dict[str, tuple[bytes, dict[str, str]]] = {}
+        self._pending: dict[str, tuple[bytes, bytes]] = {}
         self._wakeup = asyncio.Event()
 
-    def offer(self, key: str, payload: bytes, headers: dict[str, str]) -> None:
-        """Record ``payload`` as the newest value of ``key``; it is written soon."""
-        self._pending[key] = (payload, headers)
+    def offer(self, key: str, payload: bytes, block: bytes) -> None:
+        """Record ``payload`` (with its header block) as the newest value of ``key``; it is
+        written soon."""
+        self._pending[key] = (payload, block)
         self._wakeup.set()
 
     @property
@@ -34,8 +36,8 @@ class SnapshotWriter:
     async def flush(self) -> None:
         """Write every pending snapshot now."""
         batch, self._pending = self._pending, {}
-        for key, (payload, headers) in batch.items():
-            await self._publish(self._prefix + key, payload, headers)
+        for key, (payload, block) in batch.items():
+            await self._publish(self._prefix + key, block, payload)
 
     async def run(self) -> None:
         """Write offers as they arrive, until cancelled."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -31,6 +32,10 @@ from sim.imex.report import DomainView, build_domain_view
 __all__ = ["DEFAULT_TIMEOUT", "Endpoint", "local_endpoint", "query_domain", "query_status"]
 
 DEFAULT_TIMEOUT = 2.0
+
+StatusSource = Callable[["Endpoint", float], Awaitable[NodeStatus]]
+"""Asks the command service at an endpoint for its status within a number of seconds; raises
+CommandError when it cannot. :func:`query_status` is the one that goes over the network."""
 
 
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,7 +63,7 @@ def local_endpoint(config: ImexConfig) -> Endpoint:
     return Endpoint(host=config.cmd_bind_interface_ip or "127.0.0.1", port=config.cmd_port)
 
 
-async def query_status(endpoint: Endpoint, *, reply_within: float = DEFAULT_TIMEOUT) -> NodeStatus:
+async def query_status(endpoint: Endpoint, reply_within: float = DEFAULT_TIMEOUT) -> NodeStatus:
     """Ask one daemon for its status; CommandError when it cannot be reached or misanswers."""
     try:
         async with asyncio.timeout(reply_within):
@@ -102,11 +107,13 @@ async def query_domain(
     *,
     resolver: Resolver | None = None,
     reply_within: float = DEFAULT_TIMEOUT,
+    ask_status: StatusSource = query_status,
 ) -> DomainView:
     """Ask every node of ``config``'s node map for its status, as ``nvidia-imex-ctl -N`` does.
 
     Raises ImexConfigError when the node map cannot be read; unreachable nodes are reported
-    UNAVAILABLE in the view, not raised.
+    UNAVAILABLE in the view, not raised. ``ask_status`` asks each node (over TCP unless the
+    caller knows a shorter way to the same command service).
     """
     if not config.cmd_enabled:
         source = config.source or "config.cfg"
@@ -119,9 +126,7 @@ async def query_domain(
         if address is None:
             return None
         try:
-            return await query_status(
-                Endpoint(host=address, port=config.cmd_port), reply_within=reply_within
-            )
+            return await ask_status(Endpoint(host=address, port=config.cmd_port), reply_within)
         except CommandError:
             return None
 

@@ -165,6 +165,13 @@ class ImexDaemon:
                 return entry
         return socket.gethostname()
 
+    @property
+    def command_address(self) -> tuple[str, int] | None:
+        """The TCP address and port its command service answers on, while it listens."""
+        if not self._command_servers:
+            return None
+        return self.config.cmd_bind_interface_ip or self._address, self.config.cmd_port
+
     async def start(self) -> None:
         """Load the node map, bind the listeners and start connecting to peers.
 

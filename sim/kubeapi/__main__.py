@@ -8,7 +8,10 @@ import logging
 import signal
 import sys
 
+import msgspec
+
 from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.process import READY_PREFIX
 from sim.kubeapi.serve import serve
 
 
@@ -34,16 +37,23 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pods bound to nodes wait for a kubelet to finish their deletion",
     )
+    parser.add_argument(
+        "--config-json",
+        help="the whole ServerConfig as JSON (overrides the options above; used by sim up)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log at INFO level")
     return parser
 
 
 async def _main(args: argparse.Namespace) -> None:
-    config = ServerConfig(
-        watch_window=args.watch_window,
-        bookmark_interval_s=args.bookmark_interval,
-        pod_graceful_deletion=args.pod_graceful_deletion,
-    )
+    if args.config_json:
+        config = msgspec.json.decode(args.config_json, type=ServerConfig)
+    else:
+        config = ServerConfig(
+            watch_window=args.watch_window,
+            bookmark_interval_s=args.bookmark_interval,
+            pod_graceful_deletion=args.pod_graceful_deletion,
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -51,7 +61,7 @@ async def _main(args: argparse.Namespace) -> None:
     async with serve(
         config=config, host=args.host, port=args.port, kubeconfig=args.kubeconfig
     ) as server:
-        print(f"serving {server.url} (kubeconfig {server.kubeconfig})", flush=True)
+        print(f"{READY_PREFIX}{server.url} (kubeconfig {server.kubeconfig})", flush=True)
         await stop.wait()
 
 

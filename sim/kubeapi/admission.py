@@ -99,6 +99,11 @@ class Dispatcher:
         self.namespace_labels = namespace_labels
         self._session: aiohttp.ClientSession | None = None
         self._ssl_cache: dict[bytes, ssl.SSLContext] = {}
+        # Webhook configurations change rarely and every write is checked against them: they
+        # are decoded once per version, and which resource type a hook's rules pick for a
+        # request's (type, operation, subresource) is remembered for that version.
+        self._decoded: dict[str, tuple[tuple[int, ...], list[Obj]]] = {}
+        self._targets: dict[tuple[int, int, int, str, str], ResourceType | None] = {}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -106,10 +111,17 @@ class Dispatcher:
             self._session = None
 
     def _configurations(self, storage: str) -> list[Obj]:
+        """The configurations stored in ``storage``; treat them as read-only."""
         bucket = self.store.buckets.get(storage)
         if bucket is None or bucket.count == 0:
             return []
-        return [entry.obj() for entry in bucket.entries()]
+        entries = list(bucket.entries())
+        versions = tuple(entry.rv for entry in entries)
+        cached = self._decoded.get(storage)
+        if cached is None or cached[0] != versions:
+            cached = self._decoded[storage] = (versions, [entry.obj() for entry in entries])
+            self._targets.clear()
+        return cached[1]
 
     def has_webhooks(self) -> bool:
         return any(
@@ -165,19 +177,13 @@ class Dispatcher:
     # -- matching -------------------------------------------------------------------------------
 
     def _matching_type(self, hook: Obj, req: AdmissionRequest) -> ResourceType | None:
-        candidates = [req.rt]
-        if hook.get("matchPolicy", "Equivalent") == "Equivalent":
-            candidates += [
-                rt for rt in self.registry.by_storage(req.rt.storage) if rt is not req.rt
-            ]
-        target = next(
-            (
-                rt
-                for rt in candidates
-                if any(_rule_matches(r, req, rt) for r in hook.get("rules") or ())
-            ),
-            None,
-        )
+        # Hook dicts live as long as their cached version and types as long as the registry's
+        # generation, so their ids stay theirs.
+        key = (id(hook), self.registry.generation, id(req.rt), req.operation, req.subresource)
+        if key in self._targets:
+            target = self._targets[key]
+        else:
+            target = self._targets[key] = self._rules_target(hook, req)
         if target is None:
             return None
         if not self._selectors_match(hook, req):
@@ -185,6 +191,22 @@ class Dispatcher:
         if not self._conditions_match(hook, req, target):
             return None
         return target
+
+    def _rules_target(self, hook: Obj, req: AdmissionRequest) -> ResourceType | None:
+        """The resource type whose form ``hook``'s rules match ``req`` in, if any."""
+        candidates = [req.rt]
+        if hook.get("matchPolicy", "Equivalent") == "Equivalent":
+            candidates += [
+                rt for rt in self.registry.by_storage(req.rt.storage) if rt is not req.rt
+            ]
+        return next(
+            (
+                rt
+                for rt in candidates
+                if any(_rule_matches(r, req, rt) for r in hook.get("rules") or ())
+            ),
+            None,
+        )
 
     def _selectors_match(self, hook: Obj, req: AdmissionRequest) -> bool:
         ns_selector = selectors.from_label_selector_object(hook.get("namespaceSelector") or {})

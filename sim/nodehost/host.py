@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
@@ -44,7 +44,7 @@ from shared.kube.recorder import EventRecorder
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
 from sim.imex import Timing
-from sim.nodehost.imex import NodeImex
+from sim.nodehost.imex import DaemonDirectory, NodeImex
 from sim.nodehost.power import PowerSource, PowerUnavailableError
 from sim.nodehost.settings import (
     HostSettings,
@@ -90,6 +90,8 @@ class HostContext:
     tracers: Tracers
     errors: Metrics
     """Where failed sessions are counted (``cdo_errors_total{component="nodehost-session"}``)."""
+    daemons: DaemonDirectory = field(default_factory=DaemonDirectory)
+    """Every hosted node's IMEX daemons, for ``nvidia-imex-ctl`` queries between them."""
 
 
 def _raise_if_cancelled() -> None:
@@ -135,7 +137,11 @@ class HostedNode:
         self.name = node.name
         self.nvml = SimulatedNvml(node)
         self._context = context
-        self.imex = NodeImex(hosts_file=context.layout.node_dir(node.name) / "hosts", timing=timing)
+        self.imex = NodeImex(
+            hosts_file=context.layout.node_dir(node.name) / "hosts",
+            timing=timing,
+            directory=context.daemons,
+        )
         self.state: NodeState = "off"
         self.restarts = 0
         self.last_error = ""

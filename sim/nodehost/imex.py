@@ -2,8 +2,14 @@
 
 The IMEX agent drives its daemon through :class:`services.imex_agent.Imex`; here that handle
 starts a :class:`sim.imex.ImexDaemon` in the event loop instead of an ``nvidia-imex`` process,
-and asks it the way ``nvidia-imex-ctl`` would (the same command-service queries over TCP). The
-daemon resolves its node map through the node's own hosts file, which the agent manages.
+and asks it what ``nvidia-imex-ctl`` would. The daemon resolves its node map through the node's
+own hosts file, which the agent manages.
+
+``-N`` asks every node of the map: with 18 members polling each other that is hundreds of
+command-service round trips a second, all inside this one process. A :class:`DaemonDirectory`
+shared by the hosted nodes lets a query reach a daemon of this process by calling it directly:
+the answer is the same ``NodeStatus`` the daemon's command service would send, computed at the
+moment of the query; daemons elsewhere (another node host, a subprocess) are asked over TCP.
 
 :meth:`NodeImex.power_loss` kills the node's daemons without a goodbye, which is what peers
 see when a node loses power (their links go RECOVERING, not DISCONNECTED at once).
@@ -20,8 +26,10 @@ from services.imex_agent.binaries import ImexStartError
 from services.imex_agent.report import UNAVAILABLE, DomainReport, parse_domain_report
 from sim.imex import (
     CommandError,
+    Endpoint,
     ImexConfigError,
     ImexDaemon,
+    NodeStatus,
     Resolver,
     Timing,
     load_config,
@@ -31,6 +39,7 @@ from sim.imex import (
     render_json,
 )
 from sim.imex import ImexStartError as SimStartError
+from sim.imex.client import DEFAULT_TIMEOUT
 
 
 class _RunningDaemon:
@@ -65,13 +74,41 @@ class _RunningDaemon:
         return 0
 
 
+class DaemonDirectory:
+    """The started daemons of this process, by the TCP address of their command service."""
+
+    def __init__(self) -> None:
+        self._daemons: dict[tuple[str, int], ImexDaemon] = {}
+
+    def add(self, daemon: ImexDaemon) -> None:
+        address = daemon.command_address
+        if address is not None:
+            self._daemons[address] = daemon
+
+    def discard(self, daemon: ImexDaemon) -> None:
+        for address, known in list(self._daemons.items()):
+            if known is daemon:
+                del self._daemons[address]
+
+    async def ask_status(self, endpoint: Endpoint, reply_within: float) -> NodeStatus:
+        """What the command service at ``endpoint`` answers (a ``StatusSource``)."""
+        address = (endpoint.host or "", endpoint.port or 0)
+        daemon = None if endpoint.unix_path else self._daemons.get(address)
+        if daemon is None or daemon.command_address != address:  # not here, or stopped listening
+            return await query_status(endpoint, reply_within)
+        return daemon.status()
+
+
 class NodeImex:
     """The IMEX programs of one hosted node (implements the agent's ``Imex`` Protocol)."""
 
-    def __init__(self, *, hosts_file: Path, timing: Timing) -> None:
+    def __init__(
+        self, *, hosts_file: Path, timing: Timing, directory: DaemonDirectory | None = None
+    ) -> None:
         self._resolver = Resolver(hosts_file)
         self._timing = timing
         self._daemons: set[ImexDaemon] = set()
+        self._directory = directory or DaemonDirectory()
 
     @property
     def running(self) -> int:
@@ -86,20 +123,30 @@ class NodeImex:
             raise ImexStartError(str(exc)) from exc
         # Held until it stops, so that a power loss finds every daemon of the node.
         self._daemons.add(daemon)
-        return _RunningDaemon(daemon, forget=self._daemons.discard)
+        self._directory.add(daemon)
+        return _RunningDaemon(daemon, forget=self._forget)
+
+    def _forget(self, daemon: ImexDaemon) -> None:
+        self._daemons.discard(daemon)
+        self._directory.discard(daemon)
 
     async def query_state(self, config: Path) -> str:
         try:
-            status = await query_status(local_endpoint(load_config(config)))
+            endpoint = local_endpoint(load_config(config))
+            status = await self._directory.ask_status(endpoint, DEFAULT_TIMEOUT)
         except (CommandError, ImexConfigError):
             return UNAVAILABLE
         return status.state.value
 
     async def query_domain(self, config: Path) -> DomainReport:
-        view = await query_domain(load_config(config), resolver=self._resolver)
+        view = await query_domain(
+            load_config(config), resolver=self._resolver, ask_status=self._directory.ask_status
+        )
         return parse_domain_report(render_json(view))
 
     async def power_loss(self) -> None:
         """Kill every daemon of the node at once, as a power cut would."""
         daemons, self._daemons = self._daemons, set()
+        for daemon in daemons:
+            self._directory.discard(daemon)
         await asyncio.gather(*(daemon.kill() for daemon in daemons), return_exceptions=True)

@@ -74,17 +74,34 @@ def _kind_of(reason: str) -> Kind:
     return "dra"
 
 
-def resolve_claims(pod: PodFacts, view: ClusterView) -> tuple[ResourceClaim, ...] | str:
-    """The pod's claims, each once, or why the pod must wait before any node is considered."""
-    claims: dict[str, ResourceClaim] = {}
+def claim_not_created(pod: PodFacts, view: ClusterView) -> str | None:
+    """Why the pod cannot be tried yet because one of its claims does not exist, or None.
+
+    kube-scheduler's DRA plugin checks this before a pod enters the scheduling queue
+    (PreEnqueue): such a pod is not attempted, gets no status, and is tried as soon as the
+    claim or the pod's claim status appears.
+    """
     for ref in pod.claims:
         if not ref.needed:
             continue
         if not ref.claim_name:
             return f'waiting for resource claim "{ref.pod_claim}" to be created'
-        claim = view.claim(pod.namespace, ref.claim_name)
-        if claim is None:
+        if view.claim(pod.namespace, ref.claim_name) is None:
             return f'resourceclaim "{ref.claim_name}" not found'
+    return None
+
+
+def resolve_claims(pod: PodFacts, view: ClusterView) -> tuple[ResourceClaim, ...] | str:
+    """The pod's claims, each once, or why the pod must wait before any node is considered."""
+    missing = claim_not_created(pod, view)
+    if missing is not None:
+        return missing
+    claims: dict[str, ResourceClaim] = {}
+    for ref in pod.claims:
+        if not ref.needed:
+            continue
+        claim = view.claim(pod.namespace, ref.claim_name)
+        assert claim is not None  # claim_not_created looked
         if claim.metadata.deletion_timestamp is not None:
             return f'resourceclaim "{ref.claim_name}" is being deleted'
         if ref.from_template and not any(o.uid == pod.uid for o in claim.metadata.owner_references):

@@ -16,7 +16,10 @@ Flow, per pending pod (``spec.nodeName`` empty, no scheduling gates, our ``sched
    claims' status (allocation, reservedFor) is written, then the pod is bound. A failed write
    withdraws the assumptions (and undoes claim reservations already written) and the key is
    retried with backoff.
-4. Unschedulable: ``PodScheduled=False``, reason ``Unschedulable``, with the message (only when it
+4. A pod whose claims are not all created yet is not tried (kube-scheduler's DRA PreEnqueue): it
+   waits without a status or a backoff and is queued the moment a claim (or its claim status)
+   appears.
+5. Unschedulable: ``PodScheduled=False``, reason ``Unschedulable``, with the message (only when it
    changed). The pod is parked; a cluster change of a kind that could help it (see
    :data:`~sim.scheduler.state.Kind`) queues it again after its backoff (1 s doubling to 10 s by
    default), and every parked pod is looked at again after ``unschedulable_flush_s`` regardless.
@@ -54,7 +57,7 @@ from shared.kube.resources import (
 from shared.kube.workqueue import WorkQueue
 from shared.metrics import Metrics
 from shared.settings import Settings
-from sim.scheduler.algorithm import Placement, Unschedulable, schedule_pod
+from sim.scheduler.algorithm import Placement, Unschedulable, claim_not_created, schedule_pod
 from sim.scheduler.cel import SelectorCache
 from sim.scheduler.dra import ClaimAllocation
 from sim.scheduler.facts import PodFacts, pod_facts
@@ -121,6 +124,24 @@ class _Parked:
     attempts: int
     last_try: float
     queued: bool = False
+    awaits: _AwaitedClaims | None = None
+    """Set while it waits for its claims to be created instead of for a change of ``kinds``."""
+
+
+@dataclass(frozen=True)
+class _AwaitedClaims:
+    """The claims a pod not yet tried waits for: those it names, and its template claims."""
+
+    namespace: str
+    pod_uid: str
+    names: frozenset[str]
+
+    def met_by(self, claim: ResourceClaim) -> bool:
+        """Whether ``claim`` may be one of them (kube-scheduler's queueing hint on claims)."""
+        meta = claim.metadata
+        return meta.namespace == self.namespace and (
+            meta.name in self.names or any(o.uid == self.pod_uid for o in meta.owner_references)
+        )
 
 
 def _needs_scheduling(pod: Pod, scheduler_name: str) -> bool:
@@ -189,9 +210,7 @@ class Scheduler:
                 self.state.set_namespace, lambda n: self.state.delete_namespace(n.metadata.name)
             )
         )
-        self.claims.add_handler(
-            self._handler(self.state.set_claim, lambda c: self.state.delete_claim(c.key))
-        )
+        self.claims.add_handler(self._on_claim)
         self.slices.add_handler(
             self._handler(self.state.set_slice, lambda s: self.state.delete_slice(s.metadata.name))
         )
@@ -213,7 +232,8 @@ class Scheduler:
 
     @property
     def unschedulable_pods(self) -> int:
-        """Pods whose last attempt found no node (they wait for a change that may help)."""
+        """Pods whose last attempt found no node, or that wait for their claims to be created
+        (they wait for a change that may help)."""
         return len(self._parked)
 
     async def run(self) -> None:
@@ -265,6 +285,17 @@ class Scheduler:
             self._parked.pop(key, None)
             self.queue.add(key)
 
+    def _on_claim(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
+        if new is None:
+            if old is not None:
+                self._wake(self.state.delete_claim(old.key))
+            return
+        self._wake(self.state.set_claim(new))
+        for key, parked in self._parked.items():
+            if parked.awaits is not None and not parked.queued and parked.awaits.met_by(new):
+                parked.queued = True
+                self.queue.add(key)
+
     def _backoff(self, attempts: int) -> float:
         settings = self.settings
         delay: float = settings.backoff_initial_s * 2.0 ** max(0, attempts - 1)
@@ -290,6 +321,21 @@ class Scheduler:
         if self.state.is_assumed(pod.key):
             return Result()  # bound a moment ago; the informer has not caught up
         facts = pod_facts(pod)
+        if claim_not_created(facts, self.state) is not None:
+            # Not an attempt: no status and no backoff; only the claim's arrival (or a change
+            # of the pod's claim statuses) queues it again.
+            previous = self._parked.get(key)
+            self._parked[key] = _Parked(
+                kinds=frozenset(),
+                attempts=previous.attempts if previous is not None else 0,
+                last_try=self.queue.clock.now(),
+                awaits=_AwaitedClaims(
+                    namespace=facts.namespace,
+                    pod_uid=facts.uid,
+                    names=frozenset(ref.claim_name for ref in facts.claims if ref.claim_name),
+                ),
+            )
+            return Result(requeue_after=self.settings.unschedulable_flush_s)
         decision = schedule_pod(facts, self.state, cache=self._selectors)
         if isinstance(decision, Unschedulable):
             return await self._park(key, pod, decision)

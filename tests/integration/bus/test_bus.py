@@ -14,8 +14,9 @@ from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.v1.event import CloudEvent
 from nats.aio.msg import Msg
 
-from shared.bus import Delivery, NatsSettings, StartAt
+from shared.bus import Delivery, NatsSettings, StartAt, wire
 from shared.bus import cloudevents as ce
+from shared.bus.client import BusClient
 from shared.events import Event, NodeCapacity, NodeFault, NodeRecovered
 from shared.events.catalog import CliqueCapacity
 from shared.events.subjects import ALL_EVENTS
@@ -352,3 +353,46 @@ async def test_the_server_has_a_subscription_once_subscribe_returns(
     with urllib.request.urlopen(url, timeout=5) as response:  # noqa: ASYNC210 - see above
         subscriptions = json.loads(response.read())["subscriptions_list"]
     assert "cdo.v1.node.*.fault" in [entry["subject"] for entry in subscriptions]
+
+
+async def _read_hmsg(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """The header block and payload of the next HMSG a raw protocol connection receives."""
+    while True:
+        line = await reader.readline()
+        if line.startswith(b"HMSG "):
+            header_size, total_size = map(int, line.split()[-2:])
+            frame = await reader.readexactly(total_size + 2)
+            return frame[:header_size], frame[header_size:total_size]
+
+
+async def test_a_prepared_block_puts_the_same_bytes_on_the_wire_as_nats_py(
+    nats_server: NatsServer,
+) -> None:
+    # Read by a raw protocol connection, so nothing in between parses or rebuilds the headers.
+    reader, writer = await asyncio.open_connection(nats_server.host, nats_server.port)
+    writer.write(b'CONNECT {"verbose":false,"headers":true}\r\nSUB wire.test 1\r\nPING\r\n')
+    await writer.drain()
+    while (await reader.readline()).strip() != b"PONG":
+        pass
+    headers = {
+        "ce-specversion": "1.0",
+        "ce-id": "  spaced\r\nid ",
+        "Nats-Msg-Id": "m-1",
+        "traceparent": "00-5b0c1f0e2b8a4b7e9a550d2d1f1c9b11-2f1c8a527d6b4cf1-01",
+        "x-unicode": "grüße",
+    }
+    plain = await nats.connect(nats_server.url)
+    prepared = BusClient()
+    await prepared.connect(nats_server.url)
+    try:
+        await plain.publish("wire.test", b"{}", headers=headers)
+        await plain.flush()
+        expected = await asyncio.wait_for(_read_hmsg(reader), timeout=10)
+        await prepared.publish_block("wire.test", wire.header_block(headers), b"{}")
+        await prepared.flush()
+        got = await asyncio.wait_for(_read_hmsg(reader), timeout=10)
+    finally:
+        await plain.close()
+        await prepared.close()
+        writer.close()
+    assert got == expected

@@ -105,11 +105,12 @@ async def test_a_pod_waits_for_its_template_claim_to_be_created(
         kube_client,
         pod("worker", claims=[{"name": "channel", "resourceClaimTemplateName": "domain-channel"}]),
     )
-    message = await wait_unschedulable(kube_client, "worker")
-    assert message == (
-        '0/2 nodes are available: waiting for resource claim "channel" to be created.'
-    )
+    # Like kube-scheduler's DRA PreEnqueue: looked at and set aside, but not tried, so no
+    # PodScheduled=False is written and no backoff delays it once the claim is there.
+    await wait_for(lambda: scheduler.unschedulable_pods == 1, what="the pod set aside")
     owner = await get_pod(kube_client, "worker")
+    assert owner.condition("PodScheduled") is None
+    assert not owner.spec.node_name
     made = claim("worker-channel-x7", device_class_name=CHANNEL_CLASS)
     made["metadata"]["ownerReferences"] = [
         {
@@ -140,6 +141,7 @@ async def test_a_pod_waits_for_its_template_claim_to_be_created(
         return (await get_claim(kube_client, "worker-channel-x7")).status.allocation is not None
 
     await wait_for(allocated, what="the template claim allocated")
+    assert scheduler.stats.unschedulable_attempts == 0
 
 
 async def test_a_shared_claim_already_allocated_is_reused_on_its_node(
