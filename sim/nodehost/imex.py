@@ -90,11 +90,19 @@ class DaemonDirectory:
             if known is daemon:
                 del self._daemons[address]
 
+    def serving(self, endpoint: Endpoint) -> ImexDaemon | None:
+        """The daemon of this process whose command service listens at ``endpoint``, if any."""
+        if endpoint.unix_path:
+            return None
+        address = (endpoint.host or "", endpoint.port or 0)
+        daemon = self._daemons.get(address)
+        # A daemon that stopped listening (stopping, or stopped) is asked the normal way.
+        return daemon if daemon is not None and daemon.command_address == address else None
+
     async def ask_status(self, endpoint: Endpoint, reply_within: float) -> NodeStatus:
         """What the command service at ``endpoint`` answers (a ``StatusSource``)."""
-        address = (endpoint.host or "", endpoint.port or 0)
-        daemon = None if endpoint.unix_path else self._daemons.get(address)
-        if daemon is None or daemon.command_address != address:  # not here, or stopped listening
+        daemon = self.serving(endpoint)
+        if daemon is None:
             return await query_status(endpoint, reply_within)
         return daemon.status()
 
