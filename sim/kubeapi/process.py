@@ -40,6 +40,12 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+async def _forward(stream: asyncio.StreamReader) -> None:
+    while line := await stream.readline():
+        sys.stdout.write(line.decode(errors="replace"))
+        sys.stdout.flush()
+
+
 @contextlib.asynccontextmanager
 async def serve_in_process_of_its_own(
     *, config: ServerConfig, host: str, port: int, kubeconfig: Path, start_timeout_s: float = 60.0
@@ -58,7 +64,12 @@ async def serve_in_process_of_its_own(
         if not line.startswith(READY_PREFIX):
             raise RuntimeError(f"the API emulator did not start (exit code {process.returncode})")
         url = line[len(READY_PREFIX) :].split()[0]
-        yield ApiProcess(url=url, kubeconfig=kubeconfig, pid=process.pid)
+        # Whatever it prints later goes on to this process's output instead of filling the pipe.
+        forward = asyncio.create_task(_forward(process.stdout), name="api emulator output")
+        try:
+            yield ApiProcess(url=url, kubeconfig=kubeconfig, pid=process.pid)
+        finally:
+            forward.cancel()
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)

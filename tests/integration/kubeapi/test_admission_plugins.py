@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from sim.kubeapi import ServerConfig, serve
+from sim.kubeapi.process import serve_in_process_of_its_own
 
 from .conftest import Http
 
@@ -83,3 +86,20 @@ async def test_the_plugin_is_configurable(tmp_path: Path) -> None:
             aiohttp.ClientSession() as session,
         ):
             assert await _tolerations(Http(session, kube.url), _pod("p")) == expected
+
+
+async def test_an_emulator_in_a_process_of_its_own_gets_the_whole_config(tmp_path: Path) -> None:
+    # What ``python -m sim up`` runs: the settings travel to the child as JSON.
+    config = ServerConfig(default_toleration_seconds=7)
+    async with (
+        serve_in_process_of_its_own(
+            config=config, host="127.0.0.1", port=0, kubeconfig=tmp_path / "kubeconfig"
+        ) as kube,
+        aiohttp.ClientSession() as session,
+    ):
+        assert (tmp_path / "kubeconfig").exists()
+        tolerations = await _tolerations(Http(session, kube.url), _pod("p"))
+        assert tolerations == [_default(NOT_READY, 7), _default(UNREACHABLE, 7)]
+        pid = kube.pid
+    with pytest.raises(ProcessLookupError):  # stopped (and reaped) on leaving the block
+        os.kill(pid, 0)
