@@ -96,10 +96,10 @@ class MonitorSettings(Settings, frozen=True, kw_only=True):
         float,
         Meta(
             description="Longest single wait for an NVML event in the worker thread (bounds "
-            "how long stopping takes).",
+            "how long stopping takes; an event ends the wait at once).",
             gt=0,
         ),
-    ] = 0.2
+    ] = 1.0
     hold_down_s: Annotated[
         float,
         Meta(

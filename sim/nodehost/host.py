@@ -30,6 +30,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -67,6 +68,8 @@ NodeState = Literal["off", "starting", "running", "restarting"]
 # Many daemons in one loop (two full racks or more): slower heartbeats keep the CPU they cost
 # reasonable (docs/simulated-imex.md measures both).
 _MANY_DAEMONS = 36
+THREADS_PER_NODE = 2
+"""Worker threads a hosted node's services may block at once (NVML event wait, NVML reads)."""
 _RELAXED_TIMING = Timing(heartbeat_interval=1.0, heartbeat_timeout=3.0)
 
 
@@ -389,6 +392,16 @@ class NodeHost:
 
     async def run(self) -> None:
         """Follow the power state and run every node's services, until cancelled."""
+        # Each hosted service expects a process of its own: a health monitor keeps one thread
+        # in NVML's event wait and reads NVML in another. With asyncio's default executor
+        # (min(32, cores + 4) threads) 72 nodes would queue for 6 threads, and an XID or a
+        # reading would wait for other nodes' event waits to time out first.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(
+                max_workers=THREADS_PER_NODE * len(self._nodes) + 4,
+                thread_name_prefix="nodehost",
+            )
+        )
         self.layout.root.mkdir(parents=True, exist_ok=True)
         self.layout.proc_devices.write_text(proc_devices_text())
         if self._nats.manage_jetstream:
