@@ -43,6 +43,7 @@ from shared.crds import install_crds
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import NAMESPACES
+from sim.childproc import die_with_parent
 from sim.kubeapi.certs import CertificateAuthority
 from sim.natsserver import free_port
 
@@ -144,14 +145,6 @@ def _ready(probe_url: str) -> bool:
         return False
 
 
-def _set_pdeathsig() -> None:
-    """In the child before exec: it dies with this process, even when this one is SIGKILLed."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 @dataclass
 class _Child:
     spec: ServiceSpec
@@ -172,7 +165,7 @@ class _Child:
                 stdout=sink,
                 stderr=sink,
                 env={**os.environ, **self.spec.env},
-                preexec_fn=_set_pdeathsig,
+                preexec_fn=die_with_parent,
             )
         self.started_at = time.time()
         log.info("started %s (pid %d)", self.spec.name, self.process.pid)

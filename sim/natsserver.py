@@ -10,7 +10,6 @@ server.stop()
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -23,14 +22,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGKILL it when the parent exits."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+from sim.childproc import die_with_parent
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -98,7 +90,7 @@ class NatsServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self._wait_ready(timeout)
 

@@ -34,7 +34,7 @@ def header_line(name: str, value: str) -> str:
     name = name.strip()
     if not _TOKEN.fullmatch(name):
         raise ValueError(f"header name {name!r} is not an HTTP token")
-    return f"{name}: {value.strip().translate(_NEWLINES)}\r\n"
+    return f"{name}: {safe_value(value)}\r\n"
 
 
 def header_lines(headers: Mapping[str, str]) -> bytes:

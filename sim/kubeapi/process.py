@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -19,10 +18,10 @@ from pathlib import Path
 
 import msgspec
 
+from sim.childproc import die_with_parent
 from sim.kubeapi.config import ServerConfig
 
 READY_PREFIX = "serving "
-_PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT_S = 10.0
 
 
@@ -33,11 +32,6 @@ class ApiProcess:
     url: str
     kubeconfig: Path
     pid: int
-
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 async def _forward(stream: asyncio.StreamReader) -> None:
@@ -55,7 +49,7 @@ async def serve_in_process_of_its_own(
         "--host", host, "--port", str(port), "--kubeconfig", str(kubeconfig),
         "--config-json", msgspec.json.encode(config).decode(),
         stdout=asyncio.subprocess.PIPE,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )  # fmt: skip
     assert process.stdout is not None
     try:
