@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from services.clique_allocator.webhook.configuration import webhook_configuration
+from shared.bus import EventBus
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
 from shared.crds.names import (
     CLIQUE_LABEL,
@@ -31,6 +32,8 @@ from shared.crds.names import (
     PLACED_CONDITION,
     PLACEMENT_GATE,
 )
+from shared.events import CliqueCapacity, Event
+from shared.events.subjects import CLIQUE_CAPACITY, CLIQUE_SNAPSHOT
 from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject
 from shared.kube.models import Pod
@@ -482,3 +485,43 @@ def check_no_double_booking(placements: Sequence[Placement], gpus_per_node: int 
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+class CapacityLog:
+    """The CliqueCapacity events an observer's bus receives."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.events: list[CliqueCapacity] = []
+
+    async def start(self) -> CapacityLog:
+        async def on_event(event: Event) -> None:
+            if isinstance(event, CliqueCapacity):
+                self.events.append(event)
+
+        await self.bus.subscribe(CLIQUE_CAPACITY.wildcard(), on_event)
+        await self.bus.nc.flush()
+        return self
+
+    def of(self, clique: str) -> list[CliqueCapacity]:
+        return [e for e in self.events if e.clique == clique]
+
+    def latest(self, clique: str) -> CliqueCapacity | None:
+        found = self.of(clique)
+        return found[-1] if found else None
+
+    async def snapshot(self, clique: str) -> CliqueCapacity | None:
+        for event in await self.bus.snapshots(CLIQUE_SNAPSHOT.render(clique=clique)):
+            if isinstance(event, CliqueCapacity):
+                return event
+        return None
+
+    async def node_seen_unhealthy(self, clique: str, node: str) -> None:
+        """Wait until the allocator has published ``node`` as unhealthy: from then on it does
+        not place pods there (its node informer and its pod informer are separate watches)."""
+
+        def seen() -> bool:
+            event = self.latest(clique)
+            return event is not None and any(n.node == node and not n.healthy for n in event.nodes)
+
+        await wait_for(seen, timeout=30, what=f"{node} published unhealthy")

@@ -3,42 +3,13 @@
 from __future__ import annotations
 
 from shared.bus import EventBus
-from shared.events import CliqueCapacity, Event
-from shared.events.subjects import CLIQUE_CAPACITY, CLIQUE_SNAPSHOT
+from shared.events import CliqueCapacity
 from shared.kube.resources import NODES
 from tests.conftest import BusFactory
 from tests.support.wait import wait_for
 
-from .harness import Allocator, Api, clique_id
+from .harness import Allocator, Api, CapacityLog, clique_id
 from .test_placement import all_pinned
-
-
-class CapacityLog:
-    def __init__(self, bus: EventBus) -> None:
-        self.bus = bus
-        self.events: list[CliqueCapacity] = []
-
-    async def start(self) -> CapacityLog:
-        async def on_event(event: Event) -> None:
-            if isinstance(event, CliqueCapacity):
-                self.events.append(event)
-
-        await self.bus.subscribe(CLIQUE_CAPACITY.wildcard(), on_event)
-        await self.bus.nc.flush()
-        return self
-
-    def of(self, clique: str) -> list[CliqueCapacity]:
-        return [e for e in self.events if e.clique == clique]
-
-    def latest(self, clique: str) -> CliqueCapacity | None:
-        found = self.of(clique)
-        return found[-1] if found else None
-
-    async def snapshot(self, clique: str) -> CliqueCapacity | None:
-        for event in await self.bus.snapshots(CLIQUE_SNAPSHOT.render(clique=clique)):
-            if isinstance(event, CliqueCapacity):
-                return event
-        return None
 
 
 async def test_capacity_follows_placements_and_faults(

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from tests.conftest import BusFactory
 from tests.support.wait import wait_for
 
-from .harness import Allocator, Api, check_no_double_booking, clique_id, placed_condition
+from .harness import (
+    Allocator,
+    Api,
+    CapacityLog,
+    check_no_double_booking,
+    clique_id,
+    placed_condition,
+)
 from .test_placement import all_pinned
 
 
@@ -40,8 +48,9 @@ async def test_faulty_not_ready_cordoned_and_unlabelled_nodes_get_no_pods(
 
 
 async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
-    api: Api, allocator: Allocator
+    api: Api, allocator: Allocator, bus_factory: BusFactory
 ) -> None:
+    capacity = await CapacityLog(await bus_factory("observer")).start()
     rack0 = await api.create_rack(0, nodes=3)
     await api.create_rack(1, nodes=3)
     await api.create_domain("job")
@@ -56,6 +65,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
     # The node of the first pod fails; its pod is evicted and its workload replaces it.
     failed = pins[names[0]]
     await api.set_ready(failed, False)
+    await capacity.node_seen_unhealthy(clique_id(0), failed)
     await api.delete_pod(names[0])
     (replacement,) = await api.create_gated_pods(
         "job-r", 1, template="job-rct", owner=("job-rs", uid)
@@ -73,6 +83,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
     # Another failure with no healthy node left in the clique: the replacement waits.
     await api.bind(replacement, spare)
     await api.set_ready(spare, False)
+    await capacity.node_seen_unhealthy(clique_id(0), spare)
     await api.delete_pod(replacement)
     (second,) = await api.create_gated_pods("job-s", 1, template="job-rct", owner=("job-rs", uid))
 
