@@ -1,7 +1,9 @@
 """What the end-to-end benchmark reads from the API while it waits: one list per kind per look.
 
 Everything here is a read of current state (level, not events), so a look taken at any moment
-says whether a scenario is done, gone, or recovered from a fault.
+says whether a scenario is done, gone, or recovered from a fault. Once a scenario whose domain
+is larger than a clique is done, :func:`check_slices` reads its Placement and fails the run
+when the slices are not the ones the scenario expects (:func:`slice_problems`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import TypeVar
 
 import msgspec
 
-from bench._e2e_workloads import Scenario
-from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain
+from bench._e2e_workloads import JOB_COMPLETION_INDEX, Scenario
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement, PlacementSpec
+from shared.errors import CdoError
 from shared.kube.client import KubeClient
 from shared.kube.models import Pod
 from shared.kube.resources import PODS
@@ -93,6 +96,85 @@ def done(scenario: Scenario, seen: Look) -> bool:
         and len(seen.pods) == scenario.pods
         and len(seen.running()) == scenario.pods
     )
+
+
+class SliceMismatchError(CdoError):
+    """A done scenario's Placement does not have the slices the scenario expects."""
+
+
+def slice_problems(scenario: Scenario, spec: PlacementSpec, pods: list[Pod]) -> list[str]:
+    """What is wrong with the domain's slices (nothing: ``[]``), given its running ``pods``.
+
+    The slices must have the scenario's sizes in index order, follow each other from rank 0, each
+    in a clique of its own, and seat every running pod exactly once; a pod that carries a Job
+    completion index must sit at that rank.
+    """
+    pieces = sorted(spec.all_slices, key=lambda piece: piece.index)
+    problems: list[str] = []
+    sizes = tuple(piece.size for piece in pieces)
+    if sizes != scenario.slice_sizes:
+        problems.append(f"slice sizes {list(sizes)}, expected {list(scenario.slice_sizes)}")
+    cliques = [piece.clique for piece in pieces]
+    if len(set(cliques)) != len(cliques):
+        problems.append(f"slices share cliques: {cliques}")
+    first_rank = 0
+    for piece in pieces:
+        if piece.first_rank != first_rank:
+            problems.append(
+                f"slice {piece.index} starts at rank {piece.first_rank}, expected {first_rank}"
+            )
+        first_rank = piece.first_rank + piece.size
+        if piece.placed_pods != piece.size:
+            problems.append(f"slice {piece.index} seats {piece.placed_pods} of {piece.size} pods")
+    seats = {
+        placed.name: (piece, placed.rank, member.node)
+        for piece in pieces
+        for member in piece.members
+        for placed in member.pods
+    }
+    for pod in pods:
+        seat = seats.get(pod.metadata.name)
+        if seat is None:
+            problems.append(f"pod {pod.metadata.name} is seated in no slice")
+            continue
+        piece, rank, node = seat
+        if node != pod.spec.node_name:
+            problems.append(
+                f"pod {pod.metadata.name} runs on {pod.spec.node_name}, seated on {node}"
+            )
+        index = pod.metadata.labels.get(JOB_COMPLETION_INDEX)
+        if index is not None and int(index) != rank:
+            problems.append(
+                f"pod {pod.metadata.name} (index {index}) sits at rank {rank} in slice "
+                f"{piece.index}"
+            )
+    return problems
+
+
+_placement_decoder = msgspec.json.Decoder(Placement)
+
+
+async def check_slices(client: KubeClient, scenario: Scenario, seen: Look) -> None:
+    """Raise SliceMismatchError unless the scenario's domain has the slices it expects (a
+    scenario without ``slice_sizes`` is not checked)."""
+    if not scenario.slice_sizes:
+        return
+    (domain,) = scenario.domains
+    raw = await client.get_or_none(PLACEMENTS, domain, namespace=scenario.namespace)
+    if raw is None:
+        raise SliceMismatchError(f"{scenario.key}: {scenario.namespace}/{domain} has no Placement")
+    spec = _placement_decoder.decode(raw).spec
+    problems = slice_problems(scenario, spec, seen.running())
+    if problems:
+        found = ", ".join(
+            f"{piece.index}: {piece.size} pods in {piece.clique}" for piece in spec.all_slices
+        )
+        raise SliceMismatchError(
+            f"{scenario.key}: the Placement of {scenario.namespace}/{domain} is not what the "
+            f"scenario expects: {'; '.join(problems[:10])}"
+            f"{f' (and {len(problems) - 10} more)' if len(problems) > 10 else ''}; "
+            f"slices: {found or 'none'}"
+        )
 
 
 async def placements_in(client: KubeClient, namespace: str) -> list[str]:

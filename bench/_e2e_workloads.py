@@ -1,14 +1,20 @@
 """The end-to-end benchmark's scenarios as plain manifests: pure functions, no I/O.
 
-Each scenario is the objects one ``kubectl apply`` sends (ComputeDomains and their workloads, in
-a namespace of the scenario's own) and what "done" means for it: which domains must report
-Ready and how many pods must run.
+Each scenario is the objects one ``kubectl apply`` sends (a ComputeDomain and its workload, in a
+namespace of the scenario's own) and what "done" means for it: which domains must report Ready,
+how many pods must run, and, for a domain larger than a clique, the slices its Placement must
+have.
 
-(c), 256 one-GPU pods as 4 slices of 64, is four ComputeDomains of 64 pods applied together,
-one per slice. A Placement records one clique and one channel, so the allocator places a single
-domain larger than a clique nowhere, ``spec.gang.sliceSize`` or not
-(docs/clique-allocator.md, Limits); a domain per slice is how such a job runs today, and each
-slice still gets a clique of its own because two slices of 64 GPUs never fit one 72-GPU clique.
+(c) and (d) are each one ComputeDomain larger than any clique, which the allocator cuts into
+slices, each inside one clique with its own channel there: (c) with ``spec.gang.sliceSize: 64``
+(256 one-GPU pods: 4 slices of 64, and since two slices of 64 GPUs never fit one 72-GPU clique,
+each in a clique of its own), (d) without it (every GPU of the cluster: the fewest slices that
+fit, one per clique). Neither sets ``spec.gang.size``: the gang is the Job's parallelism.
+
+Their workload is an Indexed Job, the way a multi-node training job runs: each pod carries its
+completion index, the allocator seats consecutive ranks in one slice, and the benchmark checks
+that every pod's seat has its index as its rank. (a), (b) and the fault scenario keep the seed
+example's Deployment.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ Manifest = dict[str, Any]
 SEED_DOMAIN = "training-domain-1"
 SEED_DEPLOYMENT = "llm-training"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+"""The label (and annotation) an Indexed Job's controller puts on each pod: its index."""
+CLIQUE_NODES = 18
+"""Trays, and so nodes of 4 GPUs, in one NVL72 clique of the benchmark's topologies."""
 
 
 @dataclass(frozen=True)
@@ -37,17 +47,28 @@ class Scenario:
     """Pods that must all be Running."""
     gpus_per_pod: int
     manifests: tuple[Manifest, ...]
+    slice_sizes: tuple[int, ...] = ()
+    """The sizes of the slices the domain's Placement must have, by index, each slice in a
+    clique of its own; empty: not checked (a domain that fits one clique)."""
 
     @property
     def gpus(self) -> int:
         return self.pods * self.gpus_per_pod
 
 
-def compute_domain(name: str, namespace: str, *, gang_size: int | None = None) -> Manifest:
-    """A ComputeDomain in the shape NVIDIA's driver accepts; ``gang_size`` is cdo's addition."""
+def compute_domain(
+    name: str, namespace: str, *, gang_size: int | None = None, slice_size: int | None = None
+) -> Manifest:
+    """A ComputeDomain in the shape NVIDIA's driver accepts; ``spec.gang`` (``gang_size``,
+    ``slice_size``) is cdo's addition."""
     spec: Manifest = {"channel": {"resourceClaimTemplate": {"name": claim_template(name)}}}
-    if gang_size is not None:
-        spec["gang"] = {"size": gang_size}
+    gang = {
+        key: value
+        for key, value in (("size", gang_size), ("sliceSize", slice_size))
+        if value is not None
+    }
+    if gang:
+        spec["gang"] = gang
     return {
         "apiVersion": "resource.nvidia.com/v1beta1",
         "kind": "ComputeDomain",
@@ -60,23 +81,15 @@ def claim_template(domain: str) -> str:
     return f"{domain}-rct"
 
 
-def gpu_deployment(
-    name: str,
-    namespace: str,
-    *,
-    domain: str,
-    replicas: int,
-    gpus_per_pod: int,
-    clique_affinity: bool = False,
-    command: tuple[str, ...] = ("sleep", "infinity"),
-    image: str = "registry.example.com/bench:1.0",
-) -> Manifest:
-    """Pods of ``gpus_per_pod`` GPUs each, all holding the domain's IMEX channel claim.
+DEFAULT_IMAGE = "registry.example.com/bench:1.0"
+DEFAULT_COMMAND = ("sleep", "infinity")
 
-    ``clique_affinity`` adds the required pod affinity on the clique label that users of NVIDIA's
-    driver write by hand to keep a workload in one clique.
-    """
-    pod_spec: Manifest = {
+
+def gpu_pod_spec(
+    *, domain: str, gpus_per_pod: int, command: tuple[str, ...], image: str
+) -> Manifest:
+    """A pod of ``gpus_per_pod`` GPUs holding the domain's IMEX channel claim."""
+    return {
         "containers": [
             {
                 "name": "trainer",
@@ -92,6 +105,25 @@ def gpu_deployment(
             {"name": "imex-channel", "resourceClaimTemplateName": claim_template(domain)}
         ],
     }
+
+
+def gpu_deployment(
+    name: str,
+    namespace: str,
+    *,
+    domain: str,
+    replicas: int,
+    gpus_per_pod: int,
+    clique_affinity: bool = False,
+    command: tuple[str, ...] = DEFAULT_COMMAND,
+    image: str = DEFAULT_IMAGE,
+) -> Manifest:
+    """``replicas`` pods of ``gpus_per_pod`` GPUs each, all holding the domain's channel claim.
+
+    ``clique_affinity`` adds the required pod affinity on the clique label that users of NVIDIA's
+    driver write by hand to keep a workload in one clique.
+    """
+    pod_spec = gpu_pod_spec(domain=domain, gpus_per_pod=gpus_per_pod, command=command, image=image)
     if clique_affinity:
         pod_spec = {
             "affinity": {
@@ -120,6 +152,41 @@ def gpu_deployment(
             "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
         },
     }
+
+
+def gpu_job(
+    name: str,
+    namespace: str,
+    *,
+    domain: str,
+    pods: int,
+    gpus_per_pod: int,
+    command: tuple[str, ...] = DEFAULT_COMMAND,
+    image: str = DEFAULT_IMAGE,
+) -> Manifest:
+    """An Indexed Job of ``pods`` pods (ranks 0 .. pods - 1) that all run at once, each of
+    ``gpus_per_pod`` GPUs holding the domain's channel claim."""
+    pod_spec = gpu_pod_spec(domain=domain, gpus_per_pod=gpus_per_pod, command=command, image=image)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"restartPolicy": "Never", **pod_spec},
+            },
+        },
+    }
+
+
+def cut(pods: int, slice_pods: int) -> tuple[int, ...]:
+    """Slice sizes of a gang of ``pods`` cut into slices of ``slice_pods`` (the last smaller)."""
+    full, rest = divmod(pods, slice_pods)
+    return (slice_pods,) * full + ((rest,) if rest else ())
 
 
 def seed(namespace: str = "e2e-seed") -> Scenario:
@@ -163,23 +230,43 @@ def gpu72(namespace: str = "e2e-gpu72") -> Scenario:
     )
 
 
-def slices(namespace: str = "e2e-slices256", *, count: int = 4, slice_pods: int = 64) -> Scenario:
-    """(c) ``count`` slices of ``slice_pods`` one-GPU pods, a domain per slice, in one apply."""
-    names = tuple(f"slice-{index}" for index in range(count))
-    manifests: list[Manifest] = []
-    for name in names:
-        manifests.append(compute_domain(name, namespace, gang_size=slice_pods))
-        manifests.append(
-            gpu_deployment(name, namespace, domain=name, replicas=slice_pods, gpus_per_pod=1)
-        )
+def slices(namespace: str = "", *, pods: int = 256, slice_pods: int = 64) -> Scenario:
+    """(c) One domain of ``pods`` one-GPU pods (an Indexed Job), cut into slices of
+    ``slice_pods`` with ``spec.gang.sliceSize``; in namespace ``e2e-slices<pods>`` unless
+    ``namespace`` names another."""
+    sizes = cut(pods, slice_pods)
+    namespace = namespace or f"e2e-slices{pods}"
     return Scenario(
-        key=f"slices{count * slice_pods}",
-        title=f"(c) {count * slice_pods} pods x 1 GPU, {count} slices of {slice_pods}",
+        key=f"slices{pods}",
+        title=f"(c) {pods} pods x 1 GPU, {len(sizes)} slices of {slice_pods}",
         namespace=namespace,
-        domains=names,
-        pods=count * slice_pods,
+        domains=("slices",),
+        pods=pods,
         gpus_per_pod=1,
-        manifests=tuple(manifests),
+        manifests=(
+            compute_domain("slices", namespace, slice_size=slice_pods),
+            gpu_job("slices", namespace, domain="slices", pods=pods, gpus_per_pod=1),
+        ),
+        slice_sizes=sizes,
+    )
+
+
+def whole_cluster(namespace: str = "e2e-whole-cluster", *, cliques: int = 4) -> Scenario:
+    """(d) One domain of every GPU of ``cliques`` full cliques: a pod of 4 GPUs per node (an
+    Indexed Job), which the allocator cuts without ``sliceSize`` into one slice per clique."""
+    pods = cliques * CLIQUE_NODES
+    return Scenario(
+        key="whole_cluster",
+        title=f"(d) {pods} pods x 4 GPUs, whole cluster, {cliques} slices",
+        namespace=namespace,
+        domains=("whole-cluster",),
+        pods=pods,
+        gpus_per_pod=4,
+        manifests=(
+            compute_domain("whole-cluster", namespace),
+            gpu_job("whole-cluster", namespace, domain="whole-cluster", pods=pods, gpus_per_pod=4),
+        ),
+        slice_sizes=(CLIQUE_NODES,) * cliques,
     )
 
 

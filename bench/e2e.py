@@ -4,25 +4,30 @@ Brings the whole system up once with ``cdo sim up`` (nats-server, the simulated 
 domain controller and clique allocator, every node's IMEX agent and health monitor), then for
 each scenario, --runs times: writes its manifests to a file, runs the real ``kubectl apply -f``,
 and looks at the API ~20 times a second until every domain of the scenario reports Ready and all
-its pods run; then deletes it and waits until its pods and Placements are gone. Scenarios
+its pods run (for (c) and (d), the domain's Placement must then have the expected slices, or the
+run fails); then deletes it and waits until its pods and Placements are gone. Scenarios
 (bench/_e2e_workloads.py):
 
   (a) the seed workload: training-domain-1 + llm-training, 18 pods x 4 GPUs;
   (b) 72 one-GPU pods in one domain;
-  (c) one-GPU pods as slices of 64, one domain per slice, each slice in a clique of its own:
-      4 slices (256 pods) with --size full on four racks (sim/topologies/e2e-bench.yaml),
-      2 slices (128 pods) with the default --size small on two racks;
+  (c) one domain of one-GPU pods (an Indexed Job) with ``spec.gang.sliceSize: 64``, a slice in
+      each clique: 256 pods in 4 slices with --size full on four racks
+      (sim/topologies/e2e-bench.yaml), 128 pods in 2 slices with the default --size small on two;
+  (d) one domain of every GPU of the cluster, a 4-GPU pod per node (an Indexed Job), without
+      ``sliceSize``: 72 pods in 4 slices (full), 36 in 2 (small), one slice per clique;
 
 and fault to recovered: a 9 x 4-GPU domain, XID 79 injected on a member node (--fault-runs
 times, a different member each time), until the evicted pod's replacement runs on another node
 of the same clique and the domain is Ready again.
 
 The anchor: on NVIDIA's DRA driver a 256-pod job took about 8 minutes to reach Running
-(NVIDIA k8s-dra-driver-gpu issue #816). Targets: (a) under 3 s, (c) under 10 s. A run that does
-not finish within --timeout counts as the timeout (the table marks such figures as lower bounds).
+(NVIDIA k8s-dra-driver-gpu issue #816). Targets: (a) under 3 s, (c) with 256 pods and (d) under
+10 s. A run that does not finish within --timeout counts as the timeout (the table marks such
+figures as lower bounds); a Placement without the expected slices stops the bench with
+SliceMismatchError.
 
     python -m bench.e2e                                        # ./task bench: small, 1 run each
-    python -m bench.e2e --size full --runs 5 --fault-runs 3    # the issue's figures (p50 of 5)
+    python -m bench.e2e --size full --runs 3 --fault-runs 2    # the 4-rack figures (p50 of 3)
 """
 
 from __future__ import annotations
@@ -40,8 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._e2e_fault import FATAL_XID, Recovery, inject_and_recover
-from bench._e2e_probe import done, look, placements_in, poll
-from bench._e2e_workloads import Scenario, fault_target, gpu72, namespace_manifest, render
+from bench._e2e_probe import Look, check_slices, done, look, placements_in, poll
+from bench._e2e_workloads import (
+    Scenario,
+    fault_target,
+    gpu72,
+    namespace_manifest,
+    render,
+    whole_cluster,
+)
 from bench._e2e_workloads import seed as seed_scenario
 from bench._e2e_workloads import slices as slices_scenario
 from shared.cli import simctl
@@ -52,7 +64,7 @@ from sim.topology import TOPOLOGIES_DIR
 KUBECTL = Path(sys.executable).parent / "kubectl"
 ANCHOR_256_S = 480.0
 ANCHOR = "NVIDIA k8s-dra-driver-gpu issue #816"
-TARGETS_S = {"seed": 3.0, "slices256": 10.0}
+TARGETS_S = {"seed": 3.0, "slices256": 10.0, "whole_cluster": 10.0}
 
 
 @dataclass
@@ -100,19 +112,22 @@ class Bench:
         return self.write(scenario)
 
     async def apply_until_done(self, scenario: Scenario, manifest: Path, timeout_s: float) -> float:
-        """Seconds from starting ``kubectl apply`` until the scenario is done."""
+        """Seconds from starting ``kubectl apply`` until the scenario is done; then, untimed,
+        SliceMismatchError unless its Placement has the slices it expects."""
         last = "nothing seen yet"
 
-        async def probe() -> bool:
+        async def probe() -> Look | None:
             nonlocal last
             seen = await look(self.client, scenario.namespace)
             last = seen.summary(scenario)
-            return done(scenario, seen)
+            return seen if done(scenario, seen) else None
 
         started = time.perf_counter()
         await self.kubectl("apply", "-f", str(manifest))
-        await poll(probe, timeout_s=timeout_s, what=lambda: f"{scenario.key}: {last}")
-        return time.perf_counter() - started
+        seen, _ = await poll(probe, timeout_s=timeout_s, what=lambda: f"{scenario.key}: {last}")
+        seconds = time.perf_counter() - started
+        await check_slices(self.client, scenario, seen)
+        return seconds
 
     async def delete(self, scenario: Scenario, manifest: Path, timeout_s: float) -> None:
         """Delete the scenario and wait until its pods, domains and Placements are gone."""
@@ -244,34 +259,45 @@ def report(
         f"RESULT seed_p50_s={by_key.get('seed', 0.0):.2f} "
         f"gpu72_p50_s={by_key.get('gpu72', 0.0):.2f} "
         f"{slices_key}_p50_s={by_key.get(slices_key, 0.0):.2f} "
+        f"whole_cluster_p50_s={by_key.get('whole_cluster', 0.0):.2f} "
         f"fault_recovered_s={fault_p50:.2f} anchor_256_s={ANCHOR_256_S:.0f}"
     )
     return lines
 
 
+SLICE_PODS = 64
+"""(c)'s ``spec.gang.sliceSize``: a slice of 64 one-GPU pods fits a clique, two never do."""
+
+
 @dataclass(frozen=True)
 class Size:
-    """How big a run is: the cluster and how many slices of 64 the slices scenario has."""
+    """How big a run is: the cluster, and its cliques (each of 18 nodes), which (c) and (d)
+    fill: (c) with a slice of 64 one-GPU pods in each, (d) with every GPU."""
 
     topology: Path
-    slices: int
+    cliques: int
     note: str
 
 
 SIZES = {
-    # ./task bench: two racks come up in well under a minute; (c) shrinks to 2 slices of 64.
-    "small": Size(TOPOLOGIES_DIR / "default.yaml", 2, "2 racks, (c) as 2 slices of 64"),
-    # The issue's scenario (c): four cliques, 256 pods.
-    "full": Size(TOPOLOGIES_DIR / "e2e-bench.yaml", 4, "4 racks, (c) as 4 slices of 64"),
+    # ./task bench: two racks come up in well under a minute.
+    "small": Size(
+        TOPOLOGIES_DIR / "default.yaml", 2, "2 racks; (c) 128 pods in 2 slices, (d) 36 x 4 GPUs"
+    ),
+    # The issue's scenario (c), 256 pods, and the whole 288-GPU cluster.
+    "full": Size(
+        TOPOLOGIES_DIR / "e2e-bench.yaml", 4, "4 racks; (c) 256 pods in 4 slices, (d) 72 x 4 GPUs"
+    ),
 }
-ROLES = ("seed", "gpu72", "slices", "fault")
+ROLES = ("seed", "gpu72", "slices", "whole", "fault")
 
 
 def scenarios(size: Size) -> dict[str, Scenario]:
     return {
         "seed": seed_scenario(),
         "gpu72": gpu72(),
-        "slices": slices_scenario(count=size.slices),
+        "slices": slices_scenario(pods=size.cliques * SLICE_PODS, slice_pods=SLICE_PODS),
+        "whole": whole_cluster(cliques=size.cliques),
     }
 
 

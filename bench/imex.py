@@ -7,14 +7,21 @@ the kubelet's side of the DRA plugin protocol over the agents' unix sockets.
 
 1. Bring-up: from starting the agents to every node READY with Domain UP (informative).
 2. Prepare latency over ``--claims`` claims (default 1,000), spread over the nodes: each claim is
-   created (labelled as if made from its domain's template), then allocated on a node the way
-   the scheduler writes it; the clock starts when that allocation write returns and stops when
-   NodePrepareResources returns over gRPC. The claim is unprepared afterwards.
-3. A new domain on the running clique: from writing its Placement (channel, 18 members) and one
-   allocated claim per node, to every node's NodePrepareResources having returned the domain's
-   channel with ``cdo.dev/ImexReady=True`` on every member, which is what the agents contribute
-   to the domain's readiness. Repeated ``--domains`` times. (Placement by the allocator and the
-   domain controller's status write are not part of this bench.)
+   created (labelled as if made from its domain's template), then allocated on a node and
+   reserved for the pod seated there, the way the scheduler writes it; the clock starts when
+   that write returns and stops when NodePrepareResources returns over gRPC. The claim is
+   unprepared afterwards. A node's claims are all for its one seated pod, one after another.
+3. A new domain on the running clique: from writing its Placement (one slice: the channel, 18
+   members, a pod seated on each) and one allocated claim per node, to every node's
+   NodePrepareResources having returned the domain's channel with ``cdo.dev/ImexReady=True`` on
+   every member, which is what the agents contribute to the domain's readiness. Repeated
+   ``--domains`` times. (Placement by the allocator and the domain controller's status write are
+   not part of this bench.)
+
+The bench writes what the allocator and the scheduler would: each Placement in the slice shape,
+with the domain's pods seated at their ranks, and each claim with its pod in
+``status.reservedFor``; an agent grants a claim's channel only to a pod its node's slice seats.
+The pods themselves are never created: the agent reads the claim and the Placement, not the pod.
 
 Target: a new domain ready in under 1 s on a running clique.
 """
@@ -29,16 +36,20 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 import yaml
 
+from services.clique_allocator.records import spec_body
 from services.imex_agent import AgentSettings, ImexAgent
 from services.imex_agent.settings import DraSettings, ImexSettings
-from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, PlacementSlice, PlacementSpec, install_crds
 from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
+from shared.crds.placement import PlacedPod, SliceMember
 from shared.kube.client import KubeClient
 from shared.kube.informer import InformerSettings
 from shared.kube.meta import KubeObject
@@ -51,10 +62,31 @@ from sim.imex import Timing
 from sim.natsserver import free_port
 from sim.nodehost.imex import NodeImex
 from sim.nvml import SimulatedNvml, bound_context
+from sim.topology import Node as SimNode
 from sim.topology import parse_topology
 
 NAMESPACE = "bench"
 TIMING = Timing(heartbeat_interval=1.0, heartbeat_timeout=3.0)
+GPUS_PER_POD = 4
+
+
+@dataclass(frozen=True)
+class SeatedPod:
+    """A pod of a bench domain as the Placement seats it and a claim's ``reservedFor`` names it."""
+
+    name: str
+    uid: str
+    node: SimNode
+    rank: int
+
+
+def seat_one_per_node(domain: str, nodes: Sequence[SimNode]) -> list[SeatedPod]:
+    """A pod of ``GPUS_PER_POD`` GPUs on each node, ranked in slot order: ``<domain>-<rank>``."""
+    ordered = sorted(nodes, key=lambda node: node.tray_index)
+    return [
+        SeatedPod(name=f"{domain}-{rank}", uid=str(uuid.uuid4()), node=node, rank=rank)
+        for rank, node in enumerate(ordered)
+    ]
 
 
 # -- the cluster ----------------------------------------------------------------------------------
@@ -196,7 +228,23 @@ class Bench:
         raw = await self.client.create(COMPUTE_DOMAINS, body, namespace=NAMESPACE)
         return name, msgspec.json.decode(raw, type=KubeObject).metadata.uid
 
-    async def place(self, name: str, uid: str, channel: int) -> None:
+    def placement_spec(self, channel: int, pods: Sequence[SeatedPod]) -> PlacementSpec:
+        """One slice in the clique on ``channel``, seating ``pods`` on their nodes (one each)."""
+        members = tuple(
+            SliceMember(
+                node=pod.node.name,
+                slot=pod.node.tray_index,
+                gpus=GPUS_PER_POD,
+                pods=(PlacedPod(name=pod.name, rank=pod.rank, uid=pod.uid),),
+            )
+            for pod in sorted(pods, key=lambda pod: pod.node.tray_index)
+        )
+        piece = PlacementSlice(
+            index=0, clique=self.clique, channel=channel, size=len(pods), members=members
+        )
+        return PlacementSpec(gpus_per_pod=GPUS_PER_POD, size=len(pods), slices=(piece,))
+
+    async def place(self, name: str, uid: str, channel: int, pods: Sequence[SeatedPod]) -> None:
         await self.client.create(
             PLACEMENTS,
             {
@@ -215,15 +263,8 @@ class Bench:
                         }
                     ],
                 },
-                "spec": {
-                    "clique": self.clique,
-                    "channel": channel,
-                    "gpusPerPod": 4,
-                    "size": len(self.topology.nodes),
-                    "members": [
-                        {"node": node.name, "slot": node.tray_index} for node in self.topology.nodes
-                    ],
-                },
+                # As the allocator writes it: the slice shape only.
+                "spec": spec_body(self.placement_spec(channel, pods)),
             },
             namespace=NAMESPACE,
         )
@@ -252,7 +293,9 @@ class Bench:
         uid = msgspec.json.decode(raw, type=KubeObject).metadata.uid
         return Claim(namespace=NAMESPACE, uid=uid, name=name)
 
-    async def allocate(self, claim: Claim, node: str, device: str) -> None:
+    async def allocate(self, claim: Claim, pod: SeatedPod, device: str) -> None:
+        """Allocate ``device`` of the pod's node to the claim and reserve it for the pod."""
+        node = pod.node.name
         allocation = {
             "devices": {
                 "results": [
@@ -260,10 +303,11 @@ class Bench:
                 ]
             }
         }
+        reserved_for = [{"resource": "pods", "name": pod.name, "uid": pod.uid}]
         await self.client.patch(
             RESOURCE_CLAIMS,
             claim.name,
-            {"status": {"allocation": allocation}},
+            {"status": {"allocation": allocation, "reservedFor": reserved_for}},
             namespace=NAMESPACE,
             subresource="status",
         )
@@ -284,19 +328,20 @@ def percentile(values: list[float], fraction: float) -> float:
 
 async def measure_prepare(bench: Bench, claims: int) -> list[float]:
     domain = await bench.create_domain("latency", 1)
-    await bench.place(*domain, channel=1)
-    names = [node.name for node in bench.topology.nodes]
+    pods = seat_one_per_node("latency", bench.topology.nodes)
+    await bench.place(*domain, channel=1, pods=pods)
     latencies: list[float] = []
     for index in range(claims):
-        node = names[index % len(names)]
+        pod = pods[index % len(pods)]
+        plugin = bench.plugins[pod.node.name]
         claim = await bench.new_claim(f"claim-{index}", domain)
-        await bench.allocate(claim, node, f"attach-{index % 8}")
+        await bench.allocate(claim, pod, f"attach-{index % 8}")
         started = time.perf_counter()
-        result = (await bench.plugins[node].prepare([claim]))[claim.uid]
+        result = (await plugin.prepare([claim]))[claim.uid]
         latencies.append(time.perf_counter() - started)
         if not result.ok:
             raise RuntimeError(f"prepare failed: {result.error}")
-        unprepared = (await bench.plugins[node].unprepare([claim]))[claim.uid]
+        unprepared = (await plugin.unprepare([claim]))[claim.uid]
         if not unprepared.ok:
             raise RuntimeError(f"unprepare failed: {unprepared.error}")
     return latencies
@@ -305,20 +350,21 @@ async def measure_prepare(bench: Bench, claims: int) -> list[float]:
 async def measure_new_domain(bench: Bench, index: int) -> tuple[float, float]:
     """Seconds to ready, and of it the seconds until every prepare returned."""
     channel = 100 + index
-    domain = await bench.create_domain(f"job-{index}", channel)
+    name = f"job-{index}"
+    domain = await bench.create_domain(name, channel)
     nodes = bench.topology.nodes
-    claims = [await bench.new_claim(f"job-{index}-{node.tray_index}", domain) for node in nodes]
+    pods = seat_one_per_node(name, nodes)
+    claims = [await bench.new_claim(f"{pod.name}-channel", domain) for pod in pods]
     started = time.perf_counter()
-    await bench.place(*domain, channel=channel)
+    await bench.place(*domain, channel=channel, pods=pods)
 
-    async def one(node_index: int) -> None:
-        node, claim = nodes[node_index], claims[node_index]
-        await bench.allocate(claim, node.name, "attach-7")
-        result = (await bench.plugins[node.name].prepare([claim]))[claim.uid]
+    async def one(pod: SeatedPod, claim: Claim) -> None:
+        await bench.allocate(claim, pod, "attach-7")
+        result = (await bench.plugins[pod.node.name].prepare([claim]))[claim.uid]
         if not result.ok:
-            raise RuntimeError(f"prepare on {node.name} failed: {result.error}")
+            raise RuntimeError(f"prepare on {pod.node.name} failed: {result.error}")
 
-    await asyncio.gather(*(one(i) for i in range(len(nodes))))
+    await asyncio.gather(*(one(pod, claim) for pod, claim in zip(pods, claims, strict=True)))
     prepared = time.perf_counter() - started
     while not await bench.imex_ready_everywhere():  # noqa: ASYNC110 - polling the API
         await asyncio.sleep(0.01)
@@ -326,8 +372,8 @@ async def measure_new_domain(bench: Bench, index: int) -> tuple[float, float]:
     for node in nodes:
         channel_file = Path(bench.settings(node.tray_index).dra.device_root) / f"channel{channel}"
         assert channel_file.exists()
-    for node, claim in zip(nodes, claims, strict=True):
-        await bench.plugins[node.name].unprepare([claim])
+    for pod, claim in zip(pods, claims, strict=True):
+        await bench.plugins[pod.node.name].unprepare([claim])
     return ready, prepared
 
 

@@ -95,7 +95,7 @@ class Caches:
         self.domains.add_index(
             BY_TEMPLATE, lambda d: [namespaced(d.metadata.namespace, d.template_name)]
         )
-        self.placements.add_index(BY_NODE, lambda p: [m.node for m in p.spec.members])
+        self.placements.add_index(BY_NODE, lambda p: list(p.spec.nodes))
         self.pods.add_index(BY_TEMPLATE, pod_template_keys)
         self.pods.add_index(BY_OWNER, owner_uid)
         self.pods.add_index(BY_GPU_NODE, gpu_node)

@@ -193,9 +193,7 @@ class CliqueAllocator:
         for key in self.caches.domains_of(pod):
             text = str(key)
             placement = self.book.current(text, self.caches.placements.cache.get(text))
-            if placement is not None and any(
-                pod.metadata.name in member.pods for member in placement.spec.members
-            ):
+            if placement is not None and pod.metadata.name in placement.spec.pod_names:
                 return True
         return False
 

@@ -25,9 +25,11 @@ from opentelemetry.trace import Link, Tracer
 
 from services.clique_allocator.book import PlacementBook
 from services.clique_allocator.caches import Caches
-from services.clique_allocator.gang import GangSize, UnknownSize, gang_size
+from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
 from services.clique_allocator.objects import finished
-from services.clique_allocator.plan import PLACED, Hold, Pin, Plan, plan_domain
+from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
+from services.clique_allocator.planning.hold import Hold
+from services.clique_allocator.ranks import pod_rank
 from services.clique_allocator.records import owned_by
 from services.clique_allocator.state import ClusterState
 from services.clique_allocator.tracecontext import (
@@ -108,7 +110,7 @@ class AllocatorReconciler:
         """The parent and links of this reconcile's span (see ``tracecontext.py``)."""
         text = str(key)
         placement = self._book.current(text, self._caches.placements.cache.get(text))
-        names = {member.node for member in placement.spec.members} if placement else set()
+        names = set(placement.spec.nodes) if placement else set()
         pods = self._caches.pods_using(key.namespace, domain.template_name)
         names.update(pod.spec.node_name for pod in pods if pod.spec.node_name)
         nodes = self._caches.nodes.cache
@@ -139,6 +141,7 @@ class AllocatorReconciler:
                 pods=pods,
                 gang=gang,
                 view=self._state.view(),
+                ranks=self._ranks(pods),
             )
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
@@ -155,6 +158,18 @@ class AllocatorReconciler:
                 )
         return self._after(key, plan)
 
+    def _ranks(self, pods: list[Pod]) -> dict[str, int]:
+        """The ranks of the pods that carry an index (``ranks.py``)."""
+
+        def parallelism(namespace: str, job: str) -> int | None:
+            found = self._caches.workload(JOB_KIND, namespace, job)
+            if found is None:
+                return None
+            return 1 if found.spec.parallelism is None else found.spec.parallelism
+
+        found = {pod.metadata.name: pod_rank(pod, parallelism=parallelism) for pod in pods}
+        return {name: rank for name, rank in found.items() if rank is not None}
+
     async def _placement(self, key: str, domain: ComputeDomain | None) -> Placement | None:
         """The domain's Placement through the book; one left by an earlier domain of the same
         name is deleted first (it holds capacity no live domain uses)."""
@@ -164,7 +179,7 @@ class AllocatorReconciler:
         meta = placement.metadata
         await self._writes.delete_placement(namespace=meta.namespace, name=meta.name, uid=meta.uid)
         self._book.deleted(key, uid=meta.uid)
-        self._state.advance(key, None)
+        self._state.advance(key, ())
         self._on_capacity_change()
         self.wake_waiting()
         return None
@@ -186,7 +201,7 @@ class AllocatorReconciler:
                 namespace=meta.namespace, name=meta.name, uid=meta.uid
             )
             self._book.deleted(text, uid=meta.uid)
-            self._state.advance(text, None)
+            self._state.advance(text, ())
             log.info("placement deleted", extra={"domain": text})
         elif plan.action == "write" and domain is not None and plan.record is not None:
             try:
@@ -209,7 +224,7 @@ class AllocatorReconciler:
                 self._state.invalidate()
                 raise StaleRecordError(f"placement {text} changed under us: {exc}") from exc
             self._book.wrote(written)
-            self._state.advance(text, plan.reservation)
+            self._state.advance(text, plan.reservations)
         elif plan.action == "keep" and traced and domain is not None and placement is not None:
             changes = placement_changes(placement.metadata.annotations, domain.metadata.annotations)
             if changes:

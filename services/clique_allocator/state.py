@@ -14,12 +14,14 @@ reservation in no clique, so they are never given out twice either.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from services.clique_allocator.book import PlacementBook
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts
 from services.clique_allocator.placement import ClusterView, Reservation
-from services.clique_allocator.records import foreign_reservation, reservation_of
+from services.clique_allocator.planning.slices import reservations_of
+from services.clique_allocator.records import foreign_reservation
 from shared.crds.names import GPU_RESOURCE
 
 log = logging.getLogger("cdo.clique_allocator")
@@ -48,11 +50,10 @@ class ClusterState:
         self.view()
         return self._facts
 
-    def advance(self, domain: str, reservation: Reservation | None) -> None:
-        """The allocator recorded ``reservation`` for ``domain`` (None: deleted it)."""
+    def advance(self, domain: str, reservations: Sequence[Reservation]) -> None:
+        """The allocator recorded ``reservations`` for ``domain`` (none: deleted its record)."""
         if self._view is not None:
-            held = [reservation] if reservation is not None else []
-            self._view = self._view.with_domain(domain, held)
+            self._view = self._view.with_domain(domain, reservations)
 
     def _build(self) -> ClusterView:
         self.rebuilds += 1
@@ -69,10 +70,13 @@ class ClusterState:
             placement = self._book.current(key, cached.get(key))
             if placement is None or placement.spec.gpus_per_pod < 1:
                 continue
-            reservations.append(reservation_of(key, placement.spec))
+            reservations.extend(reservations_of(key, placement.spec))
             namespace = placement.metadata.namespace
             recorded.update(
-                (namespace, pod) for member in placement.spec.members for pod in member.pods
+                (namespace, pod.name)
+                for piece in placement.spec.all_slices
+                for member in piece.members
+                for pod in member.pods
             )
         foreign: dict[str, int] = {}
         for node, pods in self._caches.gpu_pods():

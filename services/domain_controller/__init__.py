@@ -9,7 +9,8 @@ Modules, outside in:
 - ``reconciler``: the reconcile of one domain (a thin shell of reads and writes);
 - ``deviceclass``, ``orphans``: the DeviceClass loop; what a crash leaves, collected at start;
 - ``writes``: the API writes, and reading our own writes before the cache shows them;
-- ``facts``, ``status``, ``template``, ``membership``, ``notices``: pure decisions;
+- ``facts``, ``members``, ``status``, ``template``, ``membership``, ``notices``: pure decisions
+  (``members`` reads a Placement's slices as member nodes and slices);
 - ``objects``, ``settings``: the slices of pods and nodes kept in cache; CDO_DOMAIN_CONTROLLER_*.
 
 docs/domain-controller.md describes the resource, the status and the deletion flow.

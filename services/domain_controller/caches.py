@@ -1,11 +1,11 @@
 """The controller's informers, their indexes, and which domains each change concerns.
 
 - ComputeDomains, indexed by ``namespace/template name``: the domain itself;
-- Placements, indexed by member node: the domain of the same name;
+- Placements, indexed by every member node of every slice: the domain of the same name;
 - ResourceClaimTemplates: every domain naming the template, and its ComputeDomain owner;
 - Pods, indexed by the ``namespace/template name`` of each claim: every domain whose template
   a claim of the pod names (only when the pod's phase, node or claims changed);
-- Nodes: every domain with a Placement member on the node (only when the node's IMEX
+- Nodes: every domain with the node in a slice of its Placement (only when the node's IMEX
   condition, kubelet readiness, fault taints or address changed, not on heartbeats);
 - the channel DeviceClass: the DeviceClass loop.
 
@@ -97,7 +97,7 @@ class Caches:
             BY_TEMPLATE,
             lambda d: [template_key(d.metadata.namespace, d.template_name)],
         )
-        self.placements.add_index(BY_NODE, lambda p: [m.node for m in p.spec.members])
+        self.placements.add_index(BY_NODE, lambda p: list(p.spec.nodes))
         self.pods.add_index(BY_TEMPLATE, lambda pod: pod.template_keys())
 
     @property

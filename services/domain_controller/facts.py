@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from services.domain_controller.objects import DomainNode, DomainPod
+from shared.crds.computedomain import ComputeDomain
 from shared.crds.names import GPU_FAULT_TAINT, IMEX_READY_CONDITION
 from shared.crds.placement import PlacementSpec
 
@@ -76,7 +77,13 @@ class DomainFacts(msgspec.Struct, frozen=True, kw_only=True):
     nodes: Mapping[str, NodeFacts] = msgspec.field(default_factory=dict)
     """Member nodes that exist, by name; a member missing here has left the cluster."""
     gang_size: int = 0
-    """``spec.gang.size``, or 0."""
+    """``spec.gang.size``, or 0 when the domain does not set it."""
+
+
+def gang_size(domain: ComputeDomain) -> int:
+    """``spec.gang.size``, or 0 without a gang or a size (the workload's count then)."""
+    gang = domain.spec.gang
+    return gang.size if gang is not None and gang.size is not None else 0
 
 
 def node_facts(node: DomainNode) -> NodeFacts:

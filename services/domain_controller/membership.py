@@ -1,7 +1,9 @@
 """Domain membership events, and the ledger that makes each real change publish exactly once.
 
 A membership event is published when what it says changes: phase, reason, clique, channel,
-size, members or generation; never for a mere re-reconcile. The ledger remembers, per domain,
+size, members, slices or generation; never for a mere re-reconcile. ``clique`` and ``channel``
+are set only for a domain in one clique; ``slices`` says where each slice of the gang is, and
+every member names its clique. The ledger remembers, per domain,
 what was last published. A new leader fills it from the KV snapshots (the last event of every
 domain) before it reconciles anything, so a change that was written to the status but not yet
 published when the previous leader died is published now, and one already published is not
@@ -41,6 +43,7 @@ def membership_event(
         channel=status.channel,
         size=assessment.size,
         members=assessment.members,
+        slices=assessment.slices,
         reason=assessment.reason,
     )
 

@@ -31,7 +31,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Tracer
 
 from services.domain_controller.caches import Caches, template_key
-from services.domain_controller.facts import gather
+from services.domain_controller.facts import gang_size, gather
 from services.domain_controller.membership import DELETED, Ledger, final_event, membership_event
 from services.domain_controller.notices import notices
 from services.domain_controller.status import Assessment, compute_status
@@ -126,10 +126,10 @@ class DomainReconciler:
         return story_parent(story(domain.metadata.annotations, fault), keys=STORY_KEYS)
 
     def _fault_contexts(self, domain: ComputeDomain) -> list[str]:
-        """Fault contexts on the nodes the domain uses: its Placement's members, and the nodes
-        its pods are (or were, while they terminate) bound to."""
+        """Fault contexts on the nodes the domain uses: the member nodes of every slice of its
+        Placement, and the nodes its pods are (or were, while they terminate) bound to."""
         placement = self._placement(domain)
-        names = {member.node for member in placement.members} if placement else set()
+        names = set(placement.nodes) if placement else set()
         pods = self._caches.pods_using(domain.metadata.namespace, domain.template_name)
         names.update(pod.spec.node_name for pod in pods if pod.spec.node_name)
         nodes = self._caches.nodes.cache
@@ -285,8 +285,8 @@ class DomainReconciler:
             template_conflict=conflict,
             placement=placement,
             pods=pods,
-            nodes={m.node: nodes.get(m.node) for m in placement.members} if placement else {},
-            gang_size=domain.spec.gang.size if domain.spec.gang else 0,
+            nodes={name: nodes.get(name) for name in placement.nodes} if placement else {},
+            gang_size=gang_size(domain),
         )
         return compute_status(facts, previous=domain.status, now=now_in_seconds())
 

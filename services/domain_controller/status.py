@@ -1,24 +1,29 @@
 """A domain's status from its facts: a pure function, the controller's one decision.
 
-Conditions (each with ``observedGeneration``; ``lastTransitionTime`` moves only when the
-condition's status does):
+A domain is placed as slices, each inside one NVLink clique (``members.py`` reads the
+placement as member nodes and slices). Conditions (each with ``observedGeneration``;
+``lastTransitionTime`` moves only when the condition's status does) aggregate over every slice:
 
-- ``Placed``: True when the allocator's Placement exists; else ``WaitingForPlacement``, or
-  ``Released`` while deleting.
-- ``Degraded``: True when a member node has a ``cdo.dev/gpu-fault`` taint, is gone, has a
-  kubelet that is not Ready, or its ``cdo.dev/ImexReady`` is not True, or when the placement
-  holds room for fewer pods than the gang size (a fault evicted members whose replacements wait);
-  else ``Healthy``, or ``NotPlaced``.
-- ``Ready``: True (``AllMembersReady``) when placed, every placed pod runs on its member node
-  and no member is degraded; else the first that applies: ``Deleting``,
-  ``TemplateNameConflict``, ``WaitingForPlacement``, the Degraded reason, ``PodsNotRunning``.
+- ``Placed``: True when the allocator's Placement exists (the message counts pods, nodes,
+  slices and cliques); else ``WaitingForPlacement``, or ``Released`` while deleting.
+- ``Degraded``: True when a member node of any slice has a ``cdo.dev/gpu-fault`` taint, is gone,
+  has a kubelet that is not Ready, or its ``cdo.dev/ImexReady`` is not True, or when the
+  placement holds room for fewer pods than the gang size (a fault evicted members whose
+  replacements wait; the message names the slices short of room); else ``Healthy``, or
+  ``NotPlaced``.
+- ``Ready``: True (``AllMembersReady``) when the whole gang is placed, every placed pod of every
+  slice runs on its member node and no member is degraded; else the first that applies:
+  ``Deleting``, ``TemplateNameConflict``, ``WaitingForPlacement``, the Degraded reason,
+  ``PodsNotRunning``.
 - ``Deleting``: only while the domain is being deleted: ``WaitingForPods``,
   ``WaitingForPlacementRelease``, ``Releasing``.
 
 ``Degraded`` reasons, most serious first: ``NodeFault``, ``NodeMissing``, ``NodeNotReady``,
 ``ImexNotReady``, ``MembersMissing``. ``status.status`` (NVIDIA's field) is Ready exactly when
-condition Ready is True; ``status.nodes`` has one entry per member node, Ready when that node is
-healthy and its pods run.
+condition Ready is True; ``status.nodes`` has one entry per member node (once, however many
+slices use it), Ready when that node is healthy and its pods run; ``status.cliques`` one entry
+per clique the slices use; ``status.clique`` and ``status.channel`` are set only for a domain in
+exactly one clique.
 
 The phase published in membership events: ``Deleting``; ``NotReady`` (template conflict);
 ``Pending`` (not placed); ``Degraded``; ``Ready``; else ``Placed`` (waiting for pods).
@@ -32,10 +37,16 @@ from typing import Literal
 
 import msgspec
 
-from services.domain_controller.facts import DomainFacts, NodeFacts, PodFacts
-from shared.crds.computedomain import ComputeDomainNode, ComputeDomainStatus, DomainCondition
-from shared.crds.placement import PlacementMember, PlacementSpec
-from shared.events import DomainMember
+from services.domain_controller.facts import DomainFacts
+from services.domain_controller.members import Layout, MemberNode, SliceView, layout
+from shared.crds.computedomain import (
+    ComputeDomainClique,
+    ComputeDomainNode,
+    ComputeDomainStatus,
+    DomainCondition,
+)
+from shared.crds.placement import PlacementSpec
+from shared.events import DomainMember, DomainSlice
 
 READY = "Ready"
 PLACED = "Placed"
@@ -47,6 +58,7 @@ DeletionStep = Literal["WaitingForPods", "WaitingForPlacementRelease", "Releasin
 _LISTED = 5  # names listed in a message before "and N more"
 # Degraded reasons, most serious first: the domain reports the worst one.
 _SEVERITY = ("NodeFault", "NodeMissing", "NodeNotReady", "ImexNotReady", "MembersMissing")
+_NOTHING = Layout(slices=(), nodes=(), cliques=())
 
 
 class Assessment(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +68,7 @@ class Assessment(msgspec.Struct, frozen=True, kw_only=True):
     phase: str
     reason: str
     members: tuple[DomainMember, ...] = ()
+    slices: tuple[DomainSlice, ...] = ()
     size: int = 0
     deletion: DeletionStep | None = None
     """Where deletion stands, for a domain being deleted."""
@@ -67,18 +80,6 @@ class _Verdict(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
-class _Member(msgspec.Struct, frozen=True, kw_only=True):
-    spec: PlacementMember
-    node: NodeFacts | None
-    problem: str  # a _SEVERITY reason, or ""
-    detail: str
-    waiting_for: tuple[str, ...]  # placed pods that do not run on this node yet
-
-    @property
-    def ready(self) -> bool:
-        return not self.problem and not self.waiting_for
-
-
 def listed(names: Sequence[str]) -> str:
     """``a, b, c`` with at most a few names, then ``and N more``."""
     shown = ", ".join(names[:_LISTED])
@@ -86,50 +87,51 @@ def listed(names: Sequence[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _node_problem(name: str, node: NodeFacts | None) -> tuple[str, str]:
-    if node is None:
-        return "NodeMissing", f"node {name} is gone"
-    if node.faults:
-        return "NodeFault", f"node {name} has fault taint {', '.join(node.faults)}"
-    if node.kubelet_ready not in ("", "True"):
-        return "NodeNotReady", f"node {name} is not Ready ({node.kubelet_ready})"
-    if node.imex != "True":
-        state = node.imex_reason or ("not reported" if not node.imex else node.imex)
-        return "ImexNotReady", f"node {name}: IMEX not ready ({state})"
-    return "", ""
+def _where(placed: Layout) -> str:
+    """Where the domain runs, for messages: ``nodes of clique X, channel 7`` for one slice."""
+    nodes = f"{len(placed.nodes)} nodes"
+    pieces = placed.slices
+    if len(placed.cliques) == 1:
+        clique, channel = pieces[0].spec.clique, pieces[0].spec.channel
+        spread = "" if len(pieces) == 1 else f" in {len(pieces)} slices"
+        return f"{nodes}{spread} of clique {clique}, channel {channel}"
+    cliques = [f"{c} channel {placed.slices_in(c)[0].spec.channel}" for c in placed.cliques]
+    return f"{nodes} in {len(pieces)} slices across {len(placed.cliques)} cliques: " + listed(
+        cliques
+    )
 
 
-def _members(facts: DomainFacts, placement: PlacementSpec) -> list[_Member]:
-    pods = {pod.name: pod for pod in facts.pods}
-    members = []
-    for spec in sorted(placement.members, key=lambda m: (m.slot, m.node)):
-        node = facts.nodes.get(spec.node)
-        problem, detail = _node_problem(spec.node, node)
-        waiting = tuple(name for name in spec.pods if not _runs_on(pods.get(name), spec.node))
-        members.append(
-            _Member(spec=spec, node=node, problem=problem, detail=detail, waiting_for=waiting)
+def _short_of_room(placement: PlacementSpec, placed: Layout) -> str:
+    """Why the placement holds room for fewer pods than the gang: the slices short of it."""
+    reserved = placement.reserved_pods
+    if len(placed.slices) == 1:
+        clique = placed.slices[0].spec.clique
+        return (
+            f"room reserved for {reserved} of {placement.size} pods; the rest wait for room "
+            f"in clique {clique}"
         )
-    return members
+    short = [
+        f"slice {piece.spec.index} in clique {piece.spec.clique} holds room for {piece.room} "
+        f"of its {piece.spec.size} pods"
+        for piece in placed.slices
+        if piece.short
+    ]
+    uncovered = placement.size - sum(piece.spec.size for piece in placed.slices)
+    if uncovered > 0:
+        short.append(f"{uncovered} pods in no slice yet")
+    return f"room reserved for {reserved} of {placement.size} pods: {listed(short)}"
 
 
-def _runs_on(pod: PodFacts | None, node: str) -> bool:
-    return pod is not None and pod.running and pod.node == node
-
-
-def _degraded(placement: PlacementSpec | None, members: list[_Member]) -> _Verdict:
+def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
     if placement is None:
         return _Verdict(status="False", reason="NotPlaced", message="the domain is not placed")
-    troubled = [m for m in members if m.problem]
-    reserved = reserved_pods(placement)
-    if not troubled and reserved < placement.size:
+    troubled = [m for m in placed.nodes if m.problem]
+    if not troubled and placement.reserved_pods < placement.size:
         # The allocator reserves a gang whole (pods that do not exist yet included), so a
         # placed domain with fewer reserved pods has lost members (a fault evicted them and
-        # the allocator released their node) or grew beyond the room its clique has left.
+        # the allocator released their node) or grew beyond the room its cliques have left.
         return _Verdict(
-            status="True",
-            reason="MembersMissing",
-            message=f"room reserved for {reserved} of {placement.size} pods; the rest wait "
-            f"for room in clique {placement.clique}",
+            status="True", reason="MembersMissing", message=_short_of_room(placement, placed)
         )
     if not troubled:
         return _Verdict(
@@ -142,21 +144,15 @@ def _degraded(placement: PlacementSpec | None, members: list[_Member]) -> _Verdi
     return _Verdict(status="True", reason=_SEVERITY[worst], message=listed(details))
 
 
-def reserved_pods(placement: PlacementSpec) -> int:
-    """Pods the placement holds GPUs for, whether or not they exist yet."""
-    return sum(member.gpus for member in placement.members) // placement.gpus_per_pod
-
-
-def _placed(facts: DomainFacts) -> _Verdict:
+def _placed(facts: DomainFacts, placed: Layout) -> _Verdict:
     placement = facts.placement
     if placement is not None:
-        nodes = len(placement.members)
-        return _Verdict(
-            status="True",
-            reason="Placed",
-            message=f"{placement.placed_pods} pods on {nodes} nodes of clique "
-            f"{placement.clique}, channel {placement.channel}",
+        message = (
+            f"{placement.placed_pods} pods on {_where(placed)}"
+            if placed.slices
+            else "the allocator's record holds no slice yet"
         )
+        return _Verdict(status="True", reason="Placed", message=message)
     if facts.deleting:
         return _Verdict(
             status="False",
@@ -170,7 +166,7 @@ def _placed(facts: DomainFacts) -> _Verdict:
     )
 
 
-def _ready(facts: DomainFacts, members: list[_Member], degraded: _Verdict) -> _Verdict:
+def _ready(facts: DomainFacts, placed: Layout, degraded: _Verdict) -> _Verdict:
     placement = facts.placement
 
     def no(reason: str, message: str) -> _Verdict:
@@ -182,22 +178,32 @@ def _ready(facts: DomainFacts, members: list[_Member], degraded: _Verdict) -> _V
         return no("TemplateNameConflict", facts.template_conflict)
     if placement is None:
         return no("WaitingForPlacement", "the clique allocator has not placed the domain yet")
-    placed = placement.placed_pods
-    if placed == 0 or placed < placement.size:
-        return no("WaitingForPlacement", f"{placed} of {placement.size} pods placed")
+    pods = placement.placed_pods
+    if pods == 0 or pods < placement.size:
+        return no("WaitingForPlacement", f"{pods} of {placement.size} pods placed")
     if degraded.status == "True":
         return no(degraded.reason, degraded.message)
-    waiting = [name for m in members for name in m.waiting_for]
+    waiting = [name for m in placed.nodes for name in m.waiting_for]
     if waiting:
-        running = placed - len(waiting)
+        running = pods - len(waiting)
         return no(
-            "PodsNotRunning", f"{running} of {placed} pods running; waiting for {listed(waiting)}"
+            "PodsNotRunning", f"{running} of {pods} pods running; waiting for {listed(waiting)}"
         )
     return _Verdict(
         status="True",
         reason="AllMembersReady",
-        message=f"{placed} pods running on {len(members)} nodes, IMEX ready on each",
+        message=f"{pods} pods running on {len(placed.nodes)} nodes{_spread(placed)}, "
+        "IMEX ready on each",
     )
+
+
+def _spread(placed: Layout) -> str:
+    """For a domain of several slices: `` in 3 slices across 2 cliques``; else ""."""
+    if len(placed.slices) < 2:
+        return ""
+    cliques = len(placed.cliques)
+    across = "of one clique" if cliques == 1 else f"across {cliques} cliques"
+    return f" in {len(placed.slices)} slices {across}"
 
 
 def deletion_step(facts: DomainFacts) -> DeletionStep:
@@ -260,6 +266,63 @@ def _phase(facts: DomainFacts, ready: _Verdict, degraded: _Verdict) -> str:
     return "Placed"
 
 
+def _node_entries(placed: Layout) -> tuple[ComputeDomainNode, ...]:
+    return tuple(
+        ComputeDomainNode(
+            name=m.name,
+            ip_address=m.address,
+            clique_id=m.clique,
+            index=m.slot,
+            status="Ready" if m.ready else "NotReady",
+        )
+        for m in placed.nodes
+    )
+
+
+def _clique_entries(placed: Layout) -> tuple[ComputeDomainClique, ...]:
+    entries = []
+    for clique in placed.cliques:
+        pieces = placed.slices_in(clique)
+        nodes = placed.nodes_in(clique)
+        entries.append(
+            ComputeDomainClique(
+                clique=clique,
+                channel=pieces[0].spec.channel,
+                slices=tuple(piece.spec.index for piece in pieces),
+                nodes=len(nodes),
+                ready_nodes=sum(1 for node in nodes if node.ready),
+                pods=sum(piece.pods for piece in pieces),
+                running_pods=sum(piece.running for piece in pieces),
+            )
+        )
+    return tuple(entries)
+
+
+def _event_member(m: MemberNode) -> DomainMember:
+    return DomainMember(
+        node=m.name,
+        index=m.slot,
+        address=m.address,
+        pods=len(m.pods),
+        gpus=m.gpus,
+        status="Ready" if m.ready else "NotReady",
+        clique=m.clique,
+    )
+
+
+def _event_slice(piece: SliceView) -> DomainSlice:
+    return DomainSlice(
+        index=piece.spec.index,
+        clique=piece.spec.clique,
+        channel=piece.spec.channel,
+        first_rank=piece.spec.first_rank,
+        size=piece.spec.size,
+        pods=piece.pods,
+        running=piece.running,
+        nodes=piece.nodes,
+    )
+
+
 def compute_status(
     facts: DomainFacts, *, previous: ComputeDomainStatus, now: datetime
 ) -> Assessment:
@@ -269,53 +332,36 @@ def compute_status(
     unchanged status compares equal to the stored one.
     """
     placement = facts.placement
-    members = _members(facts, placement) if placement is not None else []
-    placed = _placed(facts)
-    degraded = _degraded(placement, members)
-    ready = _ready(facts, members, degraded)
+    placed = layout(placement, facts) if placement is not None else _NOTHING
+    degraded = _degraded(placement, placed)
+    ready = _ready(facts, placed, degraded)
     step = deletion_step(facts) if facts.deleting else None
 
-    verdicts = [(READY, ready), (PLACED, placed), (DEGRADED, degraded)]
+    verdicts = [(READY, ready), (PLACED, _placed(facts, placed)), (DEGRADED, degraded)]
     if step is not None:
         verdicts.append((DELETING, _deleting(facts, step)))
     conditions = tuple(
         _condition(kind, verdict, facts=facts, previous=previous, now=now)
         for kind, verdict in verdicts
     )
-    clique = placement.clique if placement is not None else ""
+    cliques = _clique_entries(placed)
+    one = cliques[0] if len(cliques) == 1 else None  # clique and channel of a one-clique domain
     status = ComputeDomainStatus(
         status="Ready" if ready.status == "True" else "NotReady",
-        nodes=tuple(
-            ComputeDomainNode(
-                name=m.spec.node,
-                ip_address=m.node.address if m.node else "",
-                clique_id=clique,
-                index=m.spec.slot,
-                status="Ready" if m.ready else "NotReady",
-            )
-            for m in members
-        ),
+        nodes=_node_entries(placed),
         conditions=conditions,
         observed_generation=facts.generation,
-        clique=clique or None,
-        channel=placement.channel if placement is not None else None,
+        clique=one.clique if one is not None else None,
+        channel=one.channel if one is not None else None,
+        cliques=cliques,
     )
     reason = _deleting(facts, step).reason if step is not None else ready.reason
     return Assessment(
         status=status,
         phase=_phase(facts, ready, degraded),
         reason=reason,
-        members=tuple(
-            DomainMember(
-                node=m.spec.node,
-                index=m.spec.slot,
-                address=m.node.address if m.node else "",
-                pods=len(m.spec.pods),
-                gpus=m.spec.gpus,
-                status="Ready" if m.ready else "NotReady",
-            )
-            for m in members
-        ),
+        members=tuple(_event_member(m) for m in placed.nodes),
+        slices=tuple(_event_slice(piece) for piece in placed.slices),
         size=placement.size if placement is not None else facts.gang_size,
         deletion=step,
     )

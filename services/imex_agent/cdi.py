@@ -2,11 +2,13 @@
 
 Each prepared claim gets ``<cdi root>/cdo.dev-imex-channel_<claim uid>.json``, a CDI spec of
 kind ``cdo.dev/imex-channel`` (CDI 0.6.0) with one device named after the claim's uid. Its
-container edits add the domain's channel device node (type, major and minor given, host path
-the agent's device root) and environment naming the domain and the channel. The kubelet hands
-the device id ``cdo.dev/imex-channel=<claim uid>`` to the container runtime, which applies the
-edits. One file per claim keeps a claim's unprepare to one file removal, and the uid keeps
-device names unique across every spec of the kind, as CDI requires.
+container edits add the channel device node of the pod's slice (type, major and minor given,
+host path the agent's device root) and environment naming the domain, the channel, the slice
+and the pod's ranks, plus NVIDIA's four variables under NVIDIA's names (:func:`grant_env`). The
+kubelet hands the device id ``cdo.dev/imex-channel=<claim uid>`` to the container runtime, which
+applies the edits. One file per claim keeps a claim's unprepare to one file removal, and the uid
+keeps device names unique across every spec of the kind, as CDI requires. Rendering is a pure
+function of the grant: the same grant always gives the same bytes.
 """
 
 from __future__ import annotations
@@ -24,8 +26,17 @@ from services.imex_agent.names import (
     CDI_VERSION,
     CHANNEL_CONTAINER_DIR,
     ENV_CHANNEL,
+    ENV_CLIQUE,
     ENV_DOMAIN,
     ENV_DOMAIN_UID,
+    ENV_RANK,
+    ENV_SLICE_INDEX,
+    ENV_SLICE_RANK,
+    ENV_SLICE_SIZE,
+    NVIDIA_ENV_CLIQUE,
+    NVIDIA_ENV_DOMAIN_NAME,
+    NVIDIA_ENV_DOMAIN_NAMESPACE,
+    NVIDIA_ENV_DOMAIN_UID,
 )
 
 _DEVICE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]*$")
@@ -56,14 +67,56 @@ class CdiSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     devices: tuple[CdiDevice, ...]
 
 
+class SliceSeat(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the claim's pod sits in its domain: its slice and its ranks."""
+
+    clique: str
+    """The slice's clique, ``<cluster UUID>.<clique id>``."""
+    index: int
+    """The slice's index in the Placement."""
+    size: int
+    """Ranks the slice covers."""
+    rank: int
+    """The pod's rank in the gang."""
+    slice_rank: int
+    """The pod's rank in the slice: ``rank`` minus the slice's first rank."""
+
+
 class ChannelGrant(msgspec.Struct, frozen=True, kw_only=True):
-    """What one claim is given: its domain's channel."""
+    """What one claim is given: the channel of its pod's slice, and where the pod sits."""
 
     claim_uid: str
     domain_namespace: str
     domain_name: str
     domain_uid: str
     channel: int
+    seat: SliceSeat | None = None
+    """None only for a claim the previous release prepared (its checkpoint record has no
+    seat): such a claim keeps the environment it was given then."""
+
+
+def grant_env(grant: ChannelGrant) -> tuple[str, ...]:
+    """The containers' environment for ``grant``, in a fixed order."""
+    domain = (
+        f"{ENV_DOMAIN}={grant.domain_namespace}/{grant.domain_name}",
+        f"{ENV_DOMAIN_UID}={grant.domain_uid}",
+        f"{ENV_CHANNEL}={grant.channel}",
+    )
+    seat = grant.seat
+    if seat is None:
+        return domain
+    return (
+        *domain,
+        f"{ENV_CLIQUE}={seat.clique}",
+        f"{ENV_SLICE_INDEX}={seat.index}",
+        f"{ENV_SLICE_SIZE}={seat.size}",
+        f"{ENV_SLICE_RANK}={seat.slice_rank}",
+        f"{ENV_RANK}={seat.rank}",
+        f"{NVIDIA_ENV_CLIQUE}={seat.clique}",
+        f"{NVIDIA_ENV_DOMAIN_UID}={grant.domain_uid}",
+        f"{NVIDIA_ENV_DOMAIN_NAME}={grant.domain_name}",
+        f"{NVIDIA_ENV_DOMAIN_NAMESPACE}={grant.domain_namespace}",
+    )
 
 
 def device_name(claim_uid: str) -> str:
@@ -82,7 +135,8 @@ def spec_file_name(claim_uid: str) -> str:
 
 
 def render_spec(grant: ChannelGrant, *, major: int, host_dir: Path) -> CdiSpec:
-    """The CDI spec that gives ``grant.channel`` to the containers of the claim."""
+    """The CDI spec that gives ``grant.channel`` and :func:`grant_env` to the claim's
+    containers."""
     node = DeviceNode(
         path=f"{CHANNEL_CONTAINER_DIR}/channel{grant.channel}",
         host_path=str(host_dir / f"channel{grant.channel}"),
@@ -92,11 +146,7 @@ def render_spec(grant: ChannelGrant, *, major: int, host_dir: Path) -> CdiSpec:
         permissions="rw",
     )
     edits = ContainerEdits(
-        env=(
-            f"{ENV_DOMAIN}={grant.domain_namespace}/{grant.domain_name}",
-            f"{ENV_DOMAIN_UID}={grant.domain_uid}",
-            f"{ENV_CHANNEL}={grant.channel}",
-        ),
+        env=grant_env(grant),
         device_nodes=(node,),
     )
     return CdiSpec(

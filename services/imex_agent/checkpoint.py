@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from services.imex_agent.cdi import SliceSeat
 from services.imex_agent.files import atomic_write
 from shared.errors import CdoError
 
@@ -45,6 +46,9 @@ class ClaimRecord(msgspec.Struct, frozen=True, kw_only=True):
     channel: int
     devices: tuple[DeviceRecord, ...] = ()
     cdi_ids: tuple[str, ...] = ()
+    seat: SliceSeat | None = None
+    """The pod's slice and ranks, so a re-rendered CDI spec gives the same environment; absent
+    in records of the previous release (their specs keep the environment they had)."""
 
 
 class CheckpointData(msgspec.Struct, kw_only=True):

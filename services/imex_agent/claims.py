@@ -1,8 +1,11 @@
-"""From a claim the kubelet names to the channel its pod may have.
+"""From a claim the kubelet names to the channel its pod may have, and where that pod sits.
 
-claim (namespace, name, uid) -> the ResourceClaim -> its label ``cdo.dev/compute-domain`` (copied
-from the domain's claim template, with ``cdo.dev/compute-domain-uid``) -> the domain's
-``Placement`` (same namespace and name as the domain) -> ``spec.channel``.
+claim (namespace, name, uid) -> the ResourceClaim -> its pod (``status.reservedFor``) and its
+label ``cdo.dev/compute-domain`` (copied from the domain's claim template, with
+``cdo.dev/compute-domain-uid``) -> the domain's ``Placement`` (same namespace and name as the
+domain) -> the slice that seats that pod on this node -> the slice's channel, clique and the
+pod's ranks. Placements of the previous release (one clique, pods as plain names) are read
+through :attr:`PlacementSpec.all_slices`, as their one slice.
 
 The decision is the pure :func:`decide`; :class:`ClaimResolver` only reads the objects. A claim is
 refused, with a message for the pod's events, when:
@@ -12,28 +15,32 @@ refused, with a message for the pod's events, when:
 - it was not made from a domain's template (no domain label);
 - its namespace is not its domain's: the domain uid it names belongs to a Placement in another
   namespace (a claim can only ever get the channel of a domain of its own namespace);
-- the domain has no Placement yet, or the Placement belongs to another incarnation of the name;
-- the domain was placed in another clique than this node's (its channel means nothing here).
+- the domain has no Placement yet, the Placement does not decode, or it belongs to another
+  incarnation of the name;
+- it is reserved for no pod, or for more than one;
+- this node has no clique;
+- its pod is not seated in any slice of the domain on this node: only a pod the allocator placed
+  here gets the channel, so a hand-made claim that copies a domain's labels gets nothing;
+- the pod's slice is in another clique than this node's (its channel means nothing here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import NamedTuple
 
 import msgspec
-from msgspec import Meta
 
-from services.imex_agent.cdi import ChannelGrant
+from services.imex_agent.cdi import ChannelGrant, SliceSeat
 from services.imex_agent.checkpoint import DeviceRecord
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
 from shared.crds.names import (
     DOMAIN_LABEL,
     DOMAIN_UID_LABEL,
     FAULT_TRACE_CONTEXT_ANNOTATION,
-    MAX_CHANNELS,
     TRACE_CONTEXT_ANNOTATION,
 )
+from shared.crds.placement import PlacedPod, PlacementSlice, PlacementSpec
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject, ListMeta
@@ -46,25 +53,8 @@ class ClaimRefusedError(CdoError):
     """The claim cannot be given a channel (now); the message says why."""
 
 
-class _Camel(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    pass
-
-
-class PlacementMemberView(_Camel, frozen=True, kw_only=True):
-    node: str = ""
-    slot: int = 0
-
-
-class PlacementSpecView(_Camel, frozen=True, kw_only=True):
-    """The parts of a Placement's spec the agent reads."""
-
-    clique: str = ""
-    channel: Annotated[int, Meta(ge=0, le=MAX_CHANNELS - 1)] | None = None
-    members: tuple[PlacementMemberView, ...] = ()
-
-
-class PlacementView(KubeObject, frozen=True, kw_only=True):
-    spec: PlacementSpecView = msgspec.field(default_factory=PlacementSpecView)
+class PlacementMeta(KubeObject, frozen=True, kw_only=True):
+    """A Placement's metadata: enough to tell whose it is."""
 
     @property
     def domain_uid(self) -> str:
@@ -76,9 +66,15 @@ class PlacementView(KubeObject, frozen=True, kw_only=True):
         return ""
 
 
+class PlacementView(PlacementMeta, frozen=True, kw_only=True):
+    """A Placement as the agent reads it: the shared spec, in either shape."""
+
+    spec: PlacementSpec
+
+
 class _PlacementList(msgspec.Struct, frozen=True, kw_only=True):
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: tuple[PlacementView, ...] = ()
+    items: tuple[PlacementMeta, ...] = ()
 
 
 STORY_KEYS = (FAULT_TRACE_CONTEXT_ANNOTATION, TRACE_CONTEXT_ANNOTATION)
@@ -105,12 +101,78 @@ def allocated_devices(obj: ResourceClaim, *, driver: str, node: str) -> tuple[De
     )
 
 
+def reserving_pods(obj: ResourceClaim) -> tuple[str, ...]:
+    """Names of the pods in the claim's ``status.reservedFor``, in its order."""
+    return tuple(
+        ref.name for ref in obj.status.reserved_for if ref.resource == "pods" and not ref.api_group
+    )
+
+
+class Seating(NamedTuple):
+    """Where the Placement seats a pod: its slice, its node, and its entry (with its rank)."""
+
+    piece: PlacementSlice
+    node: str
+    pod: PlacedPod
+
+    @property
+    def seat(self) -> SliceSeat:
+        return SliceSeat(
+            clique=self.piece.clique,
+            index=self.piece.index,
+            size=self.piece.size,
+            rank=self.pod.rank,
+            slice_rank=self.piece.rank_in_slice(self.pod.rank),
+        )
+
+
+def seatings(spec: PlacementSpec, *, pod: str) -> tuple[Seating, ...]:
+    """Every place the record seats ``pod`` (one, or none), in either shape of the record."""
+    return tuple(
+        Seating(piece=piece, node=member.node, pod=placed)
+        for piece in spec.all_slices
+        for member in piece.members
+        for placed in member.pods
+        if placed.name == pod
+    )
+
+
+def _the_pod(obj: ResourceClaim, *, where: str, domain: str, node: str) -> str:
+    """The one pod the claim is reserved for, or ClaimRefusedError."""
+    pods = reserving_pods(obj)
+    if not pods:
+        raise ClaimRefusedError(
+            f"{where} of {domain} on node {node} is reserved for no pod (status.reservedFor): "
+            "a channel goes only to a pod the allocator placed"
+        )
+    if len(pods) > 1:
+        raise ClaimRefusedError(
+            f"{where} of {domain} on node {node} is reserved for {len(pods)} pods "
+            f"({', '.join(pods)}); a channel claim serves one pod"
+        )
+    return pods[0]
+
+
+def _seating_here(spec: PlacementSpec, *, pod: str, domain: str, node: str) -> Seating:
+    """The slice that seats ``pod`` on ``node``, or ClaimRefusedError."""
+    found = seatings(spec, pod=pod)
+    here = next((seating for seating in found if seating.node == node), None)
+    if here is None:
+        elsewhere = ", ".join(sorted({seating.node for seating in found}))
+        seated = f" (it is seated on node {elsewhere})" if elsewhere else ""
+        raise ClaimRefusedError(
+            f"pod {pod} is not a member of {domain} on node {node}: the allocator did not "
+            f"place it here{seated}"
+        )
+    return here
+
+
 def decide(
     *,
     claim: Claim,
     obj: ResourceClaim | None,
     placement: PlacementView | None,
-    elsewhere: PlacementView | None,
+    elsewhere: PlacementMeta | None,
     node: str,
     clique: str | None,
     driver: str,
@@ -144,31 +206,31 @@ def decide(
             f"{elsewhere.metadata.name} (uid {domain_uid}), which is in another namespace; a "
             "claim gets a channel only from a domain of its own namespace"
         )
+    named = f"ComputeDomain {claim.namespace}/{domain}"
     if placement is None:
-        raise ClaimRefusedError(
-            f"ComputeDomain {claim.namespace}/{domain} has no Placement yet (not placed)"
-        )
+        raise ClaimRefusedError(f"{named} has no Placement yet (not placed)")
     if domain_uid and placement.domain_uid and placement.domain_uid != domain_uid:
         raise ClaimRefusedError(
             f"Placement {claim.namespace}/{domain} belongs to ComputeDomain uid "
             f"{placement.domain_uid}, but {where} was made for uid {domain_uid}"
         )
+    pod = _the_pod(obj, where=where, domain=named, node=node)
     if clique is None:
         raise ClaimRefusedError(f"node {node} has no NVLink clique; it cannot join a domain")
-    spec = placement.spec
-    if spec.clique != clique:
+    seating = _seating_here(placement.spec, pod=pod, domain=named, node=node)
+    piece = seating.piece
+    if piece.clique != clique:
         raise ClaimRefusedError(
-            f"ComputeDomain {claim.namespace}/{domain} is placed in clique {spec.clique!r}; "
-            f"node {node} is in clique {clique!r}"
+            f"pod {pod} is placed in slice {piece.index} of {named}, which is in clique "
+            f"{piece.clique!r}; node {node} is in clique {clique!r}"
         )
-    if spec.channel is None:
-        raise ClaimRefusedError(f"Placement {claim.namespace}/{domain} has no channel")
     grant = ChannelGrant(
         claim_uid=claim.uid,
         domain_namespace=claim.namespace,
         domain_name=domain,
         domain_uid=domain_uid or placement.domain_uid,
-        channel=spec.channel,
+        channel=piece.channel,
+        seat=seating.seat,
     )
     annotations = placement.metadata.annotations
     story = {key: annotations[key] for key in STORY_KEYS if key in annotations}
@@ -178,6 +240,17 @@ def decide(
 _claim_decoder = msgspec.json.Decoder(ResourceClaim)
 _placement_decoder = msgspec.json.Decoder(PlacementView)
 _placement_list_decoder = msgspec.json.Decoder(_PlacementList)
+
+
+def decode_placement(raw: bytes | None, *, namespace: str, name: str) -> PlacementView | None:
+    """The Placement read from the API (None: there is none), or ClaimRefusedError when it does
+    not decode (a record this agent cannot read gives no channel)."""
+    if raw is None:
+        return None
+    try:
+        return _placement_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ClaimRefusedError(f"Placement {namespace}/{name} cannot be read: {exc}") from exc
 
 
 class ClaimResolver:
@@ -200,12 +273,12 @@ class ClaimResolver:
         raw = await self._client.get_or_none(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
         obj = _claim_decoder.decode(raw) if raw is not None else None
         placement: PlacementView | None = None
-        elsewhere: PlacementView | None = None
+        elsewhere: PlacementMeta | None = None
         domain = obj.metadata.labels.get(DOMAIN_LABEL, "") if obj is not None else ""
         domain_uid = obj.metadata.labels.get(DOMAIN_UID_LABEL, "") if obj is not None else ""
         if domain:
             raw = await self._client.get_or_none(PLACEMENTS, domain, namespace=claim.namespace)
-            placement = _placement_decoder.decode(raw) if raw is not None else None
+            placement = decode_placement(raw, namespace=claim.namespace, name=domain)
             mismatch = placement is None or placement.domain_uid not in ("", domain_uid)
             if domain_uid and mismatch:
                 elsewhere = await self._placement_of(domain_uid, not_in=claim.namespace)
@@ -219,7 +292,7 @@ class ClaimResolver:
             driver=self._driver,
         )
 
-    async def _placement_of(self, domain_uid: str, *, not_in: str) -> PlacementView | None:
+    async def _placement_of(self, domain_uid: str, *, not_in: str) -> PlacementMeta | None:
         """A Placement of the domain with ``domain_uid`` outside namespace ``not_in``."""
         listing = _placement_list_decoder.decode(await self._client.list(PLACEMENTS))
         return next(

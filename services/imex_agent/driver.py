@@ -2,9 +2,10 @@
 
 Prepare, per claim: if the checkpoint already holds the claim, make sure its device and CDI
 spec exist and answer with the recorded CDI ids (kubelet retries and agent restarts get the same
-answer without asking the API). Otherwise resolve the channel (:mod:`claims`), record the claim
-in the checkpoint, create the channel device, write the CDI spec, and answer; those steps are a
-span of the domain's trace (see ``STORY_KEYS`` in :mod:`claims`). Unprepare removes the claim's
+answer, and the same spec, without asking the API: the record keeps the pod's slice seat).
+Otherwise resolve the channel and seat (:mod:`claims`), record the claim in the checkpoint,
+create the channel device, write the CDI spec, and answer; those steps are a span of the
+domain's trace (see ``STORY_KEYS`` in :mod:`claims`). Unprepare removes the claim's
 CDI spec, the channel device when no other prepared claim uses that channel, and then the
 record. Both are idempotent; an unknown claim unprepares successfully.
 
@@ -44,6 +45,7 @@ def _grant(record: ClaimRecord) -> ChannelGrant:
         domain_name=record.domain_name,
         domain_uid=record.domain_uid,
         channel=record.channel,
+        seat=record.seat,
     )
 
 
@@ -188,6 +190,7 @@ class ChannelDriver:
                     channel=grant.channel,
                     devices=resolution.devices,
                     cdi_ids=(device_id(claim.uid),),
+                    seat=grant.seat,
                 )
                 # Recorded first: a crash after this leaves files the checkpoint names.
                 self._commit(
@@ -202,6 +205,8 @@ class ChannelDriver:
                         "claim": _name(claim),
                         "domain": f"{grant.domain_namespace}/{grant.domain_name}",
                         "channel": grant.channel,
+                        "slice": None if grant.seat is None else grant.seat.index,
+                        "rank": None if grant.seat is None else grant.seat.rank,
                     },
                 )
             self._make_files(record)

@@ -42,9 +42,27 @@ CHANNEL_CONTAINER_DIR = "/dev/nvidia-caps-imex-channels"
 CHANNEL_DEVICE_NAME = "nvidia-caps-imex-channels"
 """The character device's name in /proc/devices (its major number)."""
 
+# -- environment a prepared claim gives its containers (docs/imex-agent.md has the table) -------
 ENV_DOMAIN = "CDO_COMPUTE_DOMAIN"
+"""``<namespace>/<name>`` of the ComputeDomain."""
 ENV_DOMAIN_UID = "CDO_COMPUTE_DOMAIN_UID"
 ENV_CHANNEL = "CDO_IMEX_CHANNEL"
+"""The IMEX channel number: the pod's device is ``channel<N>``."""
+ENV_CLIQUE = "CDO_CLIQUE_ID"
+"""The clique of the pod's slice, ``<cluster UUID>.<clique id>``."""
+ENV_SLICE_INDEX = "CDO_SLICE_INDEX"
+ENV_SLICE_SIZE = "CDO_SLICE_SIZE"
+"""Ranks the pod's slice covers."""
+ENV_SLICE_RANK = "CDO_SLICE_RANK"
+"""The pod's rank in its slice (its rank in the gang minus the slice's first rank)."""
+ENV_RANK = "CDO_RANK"
+"""The pod's rank in the gang."""
+
+# NVIDIA's names (kubernetes-sigs/dra-driver-nvidia-gpu), same values, for existing scripts.
+NVIDIA_ENV_CLIQUE = "CLIQUE_ID"
+NVIDIA_ENV_DOMAIN_UID = "COMPUTE_DOMAIN_UUID"
+NVIDIA_ENV_DOMAIN_NAME = "COMPUTE_DOMAIN_NAME"
+NVIDIA_ENV_DOMAIN_NAMESPACE = "COMPUTE_DOMAIN_NAMESPACE"
 
 # -- the node's ResourceSlice --------------------------------------------------------------------
 ATTACHMENT_PREFIX = "attach-"

@@ -1,7 +1,9 @@
 """``cdo status``: domains, cliques and nodes at a glance.
 
 - **Domains** come from the Kubernetes API (the ComputeDomains' status, written by the domain
-  controller): phase, clique, channel, member nodes with their readiness.
+  controller): phase, clique, channel, member nodes with their readiness. A domain whose slices
+  use several cliques gets one line per clique (``status.cliques``: its slices, channel, members
+  ready of total, pods running) with that clique's member nodes under it.
 - **Cliques** come from the KV snapshots on NATS (``CliqueCapacity``, published by the clique
   allocator): nodes, free GPUs, the largest pod that fits now, domains, free channels.
 - **Nodes** come from the Kubernetes API, grouped by their clique label (written by the health
@@ -42,6 +44,19 @@ class Member(msgspec.Struct, frozen=True, kw_only=True):
     node: str
     slot: int
     status: str
+    clique: str = ""
+
+
+class DomainClique(msgspec.Struct, frozen=True, kw_only=True):
+    """One clique a domain's slices use (``status.cliques``)."""
+
+    clique: str
+    channel: int
+    slices: tuple[int, ...]
+    nodes: int
+    ready_nodes: int
+    pods: int
+    running_pods: int
 
 
 class DomainRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,13 +64,19 @@ class DomainRow(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     phase: str
     clique: str
+    """The clique of a domain in one clique; "" when in several (see ``cliques``)."""
     channel: int | None
     members: tuple[Member, ...]
     reason: str = ""
+    cliques: tuple[DomainClique, ...] = ()
 
     @property
     def ready_members(self) -> int:
         return sum(1 for member in self.members if member.status == "Ready")
+
+    @property
+    def several_cliques(self) -> bool:
+        return len(self.cliques) > 1
 
 
 class CliqueRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,10 +145,22 @@ def domain_row(domain: ComputeDomain) -> DomainRow:
         clique=domain.status.clique or "",
         channel=domain.status.channel,
         members=tuple(
-            Member(node=node.name, slot=node.index, status=node.status)
+            Member(node=node.name, slot=node.index, status=node.status, clique=node.clique_id)
             for node in domain.status.nodes
         ),
         reason=reason,
+        cliques=tuple(
+            DomainClique(
+                clique=entry.clique,
+                channel=entry.channel,
+                slices=entry.slices,
+                nodes=entry.nodes,
+                ready_nodes=entry.ready_nodes,
+                pods=entry.pods,
+                running_pods=entry.running_pods,
+            )
+            for entry in domain.status.cliques
+        ),
     )
 
 
@@ -180,34 +213,62 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def _members_lines(members: Sequence[Member], *, indent: str) -> list[str]:
+    """``members: n1 (slot 0, Ready), ...``, wrapped."""
+    if not members:
+        return []
+    text = ", ".join(f"{m.node} (slot {m.slot}, {m.status})" for m in members)
+    return textwrap.wrap(
+        text, width=100, initial_indent=f"{indent}members: ", subsequent_indent=indent + "  "
+    )
+
+
+def clique_line(entry: DomainClique) -> str:
+    """One clique of a domain in several: its slices, channel, members and pods."""
+    slices = ", ".join(str(index) for index in entry.slices)
+    return (
+        f"clique {entry.clique}: {'slice' if len(entry.slices) == 1 else 'slices'} {slices}, "
+        f"channel {entry.channel}, {entry.ready_nodes}/{entry.nodes} members ready, "
+        f"{entry.running_pods}/{entry.pods} pods running"
+    )
+
+
+def domain_lines(domain: DomainRow) -> list[str]:
+    """What goes under a domain's row: its members; per clique for a domain in several."""
+    if not domain.several_cliques:
+        return _members_lines(domain.members, indent="  ")
+    lines = []
+    for entry in domain.cliques:
+        lines.append("  " + clique_line(entry))
+        members = [m for m in domain.members if m.clique == entry.clique]
+        lines += _members_lines(members, indent="    ")
+    return lines
+
+
+def _domain_cells(domain: DomainRow) -> list[str]:
+    several = domain.several_cliques
+    return [
+        domain.namespace,
+        domain.name,
+        domain.phase + (f" ({domain.reason})" if domain.reason else ""),
+        f"{len(domain.cliques)} cliques" if several else domain.clique or "-",
+        "-" if several or domain.channel is None else str(domain.channel),
+        f"{domain.ready_members}/{len(domain.members)} ready",
+    ]
+
+
 def render(report: Report, *, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     lines: list[str] = ["DOMAINS (Kubernetes API)"]
     if not report.kubernetes_reachable:
         lines.append(_UNAVAILABLE)
     elif report.domains:
-        rows = [
-            [
-                domain.namespace,
-                domain.name,
-                domain.phase + (f" ({domain.reason})" if domain.reason else ""),
-                domain.clique or "-",
-                "-" if domain.channel is None else str(domain.channel),
-                f"{domain.ready_members}/{len(domain.members)} ready",
-            ]
-            for domain in report.domains
-        ]
+        rows = [_domain_cells(domain) for domain in report.domains]
         table = _table(["NAMESPACE", "NAME", "PHASE", "CLIQUE", "CHANNEL", "MEMBERS"], rows)
         lines.append(table[0])
         for domain, line in zip(report.domains, table[1:], strict=True):
             lines.append(line)
-            if domain.members:
-                members = ", ".join(f"{m.node} (slot {m.slot}, {m.status})" for m in domain.members)
-                lines.extend(
-                    textwrap.wrap(
-                        members, width=100, initial_indent="  members: ", subsequent_indent="    "
-                    )
-                )
+            lines += domain_lines(domain)
     else:
         lines.append("  no ComputeDomains")
     lines += ["", "CLIQUES (capacity snapshots on NATS)"]

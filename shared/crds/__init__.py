@@ -28,7 +28,13 @@ from shared.crds.definitions import (
     placement_crd,
 )
 from shared.crds.install import install_crds
-from shared.crds.placement import Placement, PlacementMember, PlacementSpec
+from shared.crds.placement import (
+    PlacedPod,
+    Placement,
+    PlacementSlice,
+    PlacementSpec,
+    SliceMember,
+)
 
 __all__ = [
     "COMPUTE_DOMAINS",
@@ -40,10 +46,12 @@ __all__ = [
     "ComputeDomainStatus",
     "DomainCondition",
     "GangSpec",
+    "PlacedPod",
     "Placement",
-    "PlacementMember",
+    "PlacementSlice",
     "PlacementSpec",
     "ResourceClaimTemplateReference",
+    "SliceMember",
     "all_crds",
     "compute_domain_crd",
     "install_crds",

@@ -83,23 +83,43 @@ class ComputeDomainChannel(CrdStruct, frozen=True, kw_only=True):
 
 
 class GangSpec(CrdStruct, frozen=True, kw_only=True):
-    """cdo addition: the size of the gang the allocator places whole, if not the workload's."""
+    """cdo addition: how the allocator cuts and spreads the gang, and its size if not the
+    workload's."""
 
-    size: Annotated[
-        int,
-        Meta(
-            description="Pods the allocator places together before any of them starts. "
-            "Without it the allocator takes the workload's replicas or parallelism.",
-            ge=1,
-            le=100_000,
-        ),
-    ]
+    size: (
+        Annotated[
+            int,
+            Meta(
+                description="Pods the allocator places together before any of them starts. "
+                "Without it the allocator takes the workload's replicas or parallelism.",
+                ge=1,
+                le=100_000,
+            ),
+        ]
+        | None
+    ) = None
     slice_size: (
         Annotated[
             int,
             Meta(
-                description="Split a gang larger than one NVLink clique into slices of this many "
-                "pods, each slice inside one clique. size must be a multiple of it.",
+                description="Cut the gang into slices of this many pods (consecutive ranks), "
+                "each slice inside one NVLink clique; the last slice is smaller when the gang "
+                "is not a multiple. Without it a gang that fits one clique stays in one, and a "
+                "larger one is cut into the fewest slices that fit. Read when the domain is "
+                "first placed.",
+                ge=1,
+                le=100_000,
+            ),
+        ]
+        | None
+    ) = None
+    nodes: (
+        Annotated[
+            int,
+            Meta(
+                description="Spread the gang over exactly this many distinct nodes (shared "
+                "evenly among slices, which then never share a node). Without it pods pack "
+                "onto as few nodes as they fit.",
                 ge=1,
                 le=100_000,
             ),
@@ -115,8 +135,9 @@ class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
         Annotated[
             int,
             Meta(
-                description="Distinct nodes the domain's pods must span (NVIDIA's field). 0 or "
-                "unset: as few as the pods fit on.",
+                description="NVIDIA's field (deprecated there), accepted for compatibility: "
+                "there it only feeds the global status. cdo does not use it to place pods or "
+                "to bound the domain's size; spec.gang.nodes spreads a gang.",
                 ge=0,
                 le=100_000,
             ),
@@ -130,13 +151,14 @@ class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
         Annotated[
             GangSpec,
             Meta(
-                description="cdo addition: an explicit gang size and slice size.",
+                description="cdo addition: gang size, slices and spread.",
                 extra_json_schema={
                     "x-kubernetes-validations": [
                         rule(
-                            "!has(self.sliceSize) || self.size % self.sliceSize == 0",
-                            "spec.gang.size must be a multiple of spec.gang.sliceSize",
-                            field_path=".sliceSize",
+                            "!has(self.size) || !has(self.nodes) || self.nodes <= self.size",
+                            "spec.gang.nodes must not exceed spec.gang.size: every node needs "
+                            "at least one pod",
+                            field_path=".nodes",
                         )
                     ]
                 },
@@ -146,13 +168,7 @@ class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
     ) = None
 
 
-SPEC_RULES = [
-    rule(
-        "!has(self.gang) || !has(self.numNodes) || self.numNodes <= self.gang.size",
-        "spec.numNodes must not exceed spec.gang.size: every node needs at least one pod",
-        field_path=".numNodes",
-    )
-]
+SPEC_RULES: list[dict[str, Any]] = []
 ROOT_RULES = [
     rule(
         "size(self.metadata.name) <= 63",
@@ -198,12 +214,34 @@ class ComputeDomainNode(CrdStruct, frozen=True, kw_only=True):
         Meta(description='The node\'s NVLink clique, "<cluster UUID>.<clique id>".'),
     ] = msgspec.field(default="", name="cliqueID")
     index: Annotated[
-        int, Meta(description="The node's IMEX slot (tray index) in its clique.", ge=0)
+        int,
+        Meta(description="The node's IMEX slot (tray index) in its own clique.", ge=0),
     ] = 0
     status: Annotated[
         DomainState,
         Meta(description="Ready when its IMEX daemon is READY, no fault, and its pods run."),
     ] = "NotReady"
+
+
+class ComputeDomainClique(CrdStruct, frozen=True, kw_only=True):
+    """cdo addition: one NVLink clique the domain uses, with its slices there."""
+
+    clique: Annotated[str, Meta(description='"<cluster UUID>.<clique id>".', min_length=1)]
+    channel: Annotated[
+        int,
+        Meta(description="The domain's IMEX channel in this clique.", ge=0, le=MAX_CHANNELS - 1),
+    ]
+    slices: Annotated[
+        tuple[int, ...], Meta(description="Indexes of the domain's slices in this clique.")
+    ] = ()
+    nodes: Annotated[int, Meta(description="Member nodes in this clique.", ge=0)] = 0
+    ready_nodes: Annotated[
+        int, Meta(description="Member nodes in this clique that are Ready.", ge=0)
+    ] = 0
+    pods: Annotated[int, Meta(description="Pods placed in this clique.", ge=0)] = 0
+    running_pods: Annotated[
+        int, Meta(description="Of those, pods running on their member node.", ge=0)
+    ] = 0
 
 
 class ComputeDomainStatus(CrdStruct, frozen=True, kw_only=True):
@@ -215,7 +253,7 @@ class ComputeDomainStatus(CrdStruct, frozen=True, kw_only=True):
     nodes: Annotated[
         tuple[ComputeDomainNode, ...],
         Meta(
-            description="Member nodes, in IMEX slot order (NVIDIA's field).",
+            description="Member nodes, by clique and then IMEX slot (NVIDIA's field).",
             extra_json_schema={
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["name"],
@@ -237,7 +275,11 @@ class ComputeDomainStatus(CrdStruct, frozen=True, kw_only=True):
     ] = 0
     clique: (
         Annotated[
-            str, Meta(description="cdo addition: the NVLink clique the domain was placed in.")
+            str,
+            Meta(
+                description="cdo addition: the NVLink clique of a domain placed in one clique "
+                "(see cliques for a domain in several)."
+            ),
         ]
         | None
     ) = None
@@ -245,13 +287,25 @@ class ComputeDomainStatus(CrdStruct, frozen=True, kw_only=True):
         Annotated[
             int,
             Meta(
-                description="cdo addition: the domain's IMEX channel, unique within its clique.",
+                description="cdo addition: the IMEX channel of a domain placed in one clique, "
+                "unique within it.",
                 ge=0,
                 le=MAX_CHANNELS - 1,
             ),
         ]
         | None
     ) = None
+    cliques: Annotated[
+        tuple[ComputeDomainClique, ...],
+        Meta(
+            description="cdo addition: every clique the domain's slices use, with its channel "
+            "and readiness there.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["clique"],
+            },
+        ),
+    ] = ()
 
     def condition(self, kind: str) -> DomainCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)

@@ -133,17 +133,18 @@ def placement_crd() -> dict[str, Any]:
         singular="placement",
         categories=["cdo"],
         schema=_root(
-            description="Where the clique allocator placed a ComputeDomain's gang: the clique, "
-            "the channel and the nodes. Same namespace and name as its domain.",
+            description="Where the clique allocator placed a ComputeDomain's gang: its slices, "
+            "each with a clique, a channel, nodes and ranked pods. Same namespace and name as "
+            "its domain.",
             spec=PlacementSpec,
             status=None,
             spec_rules=[],
             root_rules=[],
         ),
         columns=[
-            _column("Clique", "string", ".spec.clique"),
-            _column("Channel", "integer", ".spec.channel"),
             _column("Size", "integer", ".spec.size", "Pods in the gang."),
+            _column("GPUs/pod", "integer", ".spec.gpusPerPod"),
+            _column("Slice size", "integer", ".spec.sliceSize", "Fixed slice size, if any."),
             _AGE,
         ],
         status_subresource=False,

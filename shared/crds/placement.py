@@ -1,10 +1,21 @@
 """Placement (``placements.cdo.dev/v1alpha1``): where the allocator put a domain's gang.
 
 Written only by the clique allocator, in the domain's namespace under the domain's name, with an
-owner reference to the domain. It is the allocator's memory (which clique, which nodes, which
-channel) and what the domain controller and the IMEX agents read. The allocator deletes it when
-it has released the domain's nodes and channel; the domain controller waits for that before it
-lets a deleted domain go.
+owner reference to the domain. It is the allocator's memory (which cliques, which nodes, which
+channel in each clique, which rank each pod has) and what the domain controller and the IMEX
+agents read. The allocator deletes it when it has released the domain's nodes and channels; the
+domain controller waits for that before it lets a deleted domain go.
+
+The gang is cut into **slices**, each inside one NVLink clique. Slice ``i`` covers the gang's
+ranks ``firstRank .. firstRank + size - 1``; slices follow each other without gaps from rank 0.
+Every member pod carries its rank in the gang; its rank inside its slice is ``rank -
+firstRank``. A domain that fits one clique has one slice.
+
+The first release wrote one clique per Placement (``spec.clique``, ``spec.channel``,
+``spec.members`` whose ``pods`` are plain names). Those fields stay in the schema so that such
+objects remain valid after an upgrade; :attr:`PlacementSpec.all_slices` reads them as one slice
+(ranks in slot order, then by pod name), and the allocator writes the slice shape the next time
+it changes the record. Nothing writes the old fields any more.
 """
 
 from __future__ import annotations
@@ -18,38 +29,70 @@ from shared.crds.names import MAX_CHANNELS
 from shared.kube.meta import KubeObject
 
 
-class PlacementMember(CrdStruct, frozen=True, kw_only=True):
-    """One node of the gang and the pods pinned to it."""
+class PlacedPod(CrdStruct, frozen=True, kw_only=True):
+    """A pod pinned to a member node, and its rank in the gang."""
+
+    name: Annotated[str, Meta(description="Pod name.", min_length=1)]
+    rank: Annotated[
+        int,
+        Meta(
+            description="The pod's rank in the gang; its rank in the slice is rank - firstRank.",
+            ge=0,
+        ),
+    ]
+    uid: Annotated[
+        str,
+        Meta(
+            description="The pod's metadata.uid: a pod recreated under the same name (a "
+            "StatefulSet's) is another pod."
+        ),
+    ] = ""
+
+
+class SliceMember(CrdStruct, frozen=True, kw_only=True):
+    """One node of a slice: the GPUs the domain holds there and the pods pinned to it."""
 
     node: Annotated[str, Meta(description="Node name.", min_length=1)]
     slot: Annotated[int, Meta(description="The node's IMEX slot (tray index) in the clique.", ge=0)]
-    gpus: Annotated[int, Meta(description="GPUs the domain holds on the node.", ge=0)] = 0
+    gpus: Annotated[
+        int,
+        Meta(description="GPUs the slice holds on the node: gpusPerPod per pod slot.", ge=0),
+    ] = 0
     pods: Annotated[
-        tuple[str, ...],
+        tuple[PlacedPod, ...],
         Meta(
-            description="Names of the domain's pods pinned to the node.",
-            extra_json_schema={"x-kubernetes-list-type": "set"},
+            description="The slice's pods pinned to the node, by rank.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
         ),
     ] = ()
 
 
-class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
-    """The allocator's decision for one domain."""
+class PlacementSlice(CrdStruct, frozen=True, kw_only=True):
+    """Consecutive ranks of the gang inside one clique, on one IMEX channel of that clique."""
 
+    index: Annotated[int, Meta(description="Slice number, from 0.", ge=0)]
     clique: Annotated[
         str,
         Meta(description='The NVLink clique, "<cluster UUID>.<clique id>".', min_length=1),
     ]
     channel: Annotated[
         int,
-        Meta(description="The domain's IMEX channel in the clique.", ge=0, le=MAX_CHANNELS - 1),
-    ]
-    gpus_per_pod: Annotated[int, Meta(description="GPUs each pod of the gang takes.", ge=1)]
-    size: Annotated[int, Meta(description="Pods in the gang.", ge=0)]
-    members: Annotated[
-        tuple[PlacementMember, ...],
         Meta(
-            description="Nodes of the gang, in slot order.",
+            description="The domain's IMEX channel in the clique (every slice of the domain "
+            "in one clique has the same).",
+            ge=0,
+            le=MAX_CHANNELS - 1,
+        ),
+    ]
+    first_rank: Annotated[int, Meta(description="The slice's lowest rank in the gang.", ge=0)] = 0
+    size: Annotated[int, Meta(description="Ranks the slice covers.", ge=0)] = 0
+    members: Annotated[
+        tuple[SliceMember, ...],
+        Meta(
+            description="Nodes of the slice, in slot order.",
             extra_json_schema={
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["node"],
@@ -60,6 +103,132 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
     @property
     def placed_pods(self) -> int:
         return sum(len(member.pods) for member in self.members)
+
+    def slots(self, gpus_per_pod: int) -> int:
+        """Pod slots the slice holds (pinned or still free)."""
+        return sum(member.gpus for member in self.members) // gpus_per_pod
+
+    def rank_in_slice(self, rank: int) -> int:
+        return rank - self.first_rank
+
+
+class LegacyMember(CrdStruct, frozen=True, kw_only=True):
+    """A member node as the first release recorded it (read only)."""
+
+    node: Annotated[str, Meta(description="Node name.", min_length=1)]
+    slot: Annotated[int, Meta(description="The node's IMEX slot.", ge=0)]
+    gpus: Annotated[int, Meta(description="GPUs the domain holds on the node.", ge=0)] = 0
+    pods: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Names of the pods pinned to the node.",
+            extra_json_schema={"x-kubernetes-list-type": "set"},
+        ),
+    ] = ()
+
+
+_LEGACY = "Deprecated: the one-clique shape of the first release, read but no longer written; "
+
+
+class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
+    """The allocator's decision for one domain."""
+
+    gpus_per_pod: Annotated[int, Meta(description="GPUs each pod of the gang takes.", ge=1)]
+    size: Annotated[int, Meta(description="Pods in the gang.", ge=0)]
+    slice_size: (
+        Annotated[
+            int,
+            Meta(
+                description="The fixed slice size the domain was placed with "
+                "(spec.gang.sliceSize); absent when the allocator chose the slices.",
+                ge=1,
+            ),
+        ]
+        | None
+    ) = None
+    slices: Annotated[
+        tuple[PlacementSlice, ...],
+        Meta(
+            description="The gang's slices, by index.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["index"],
+            },
+        ),
+    ] = ()
+    clique: Annotated[str, Meta(description=_LEGACY + "the clique (see slices).")] = ""
+    channel: (
+        Annotated[int, Meta(description=_LEGACY + "the channel.", ge=0, le=MAX_CHANNELS - 1)] | None
+    ) = None
+    members: Annotated[
+        tuple[LegacyMember, ...],
+        Meta(
+            description=_LEGACY + "the member nodes.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["node"],
+            },
+        ),
+    ] = ()
+
+    @property
+    def all_slices(self) -> tuple[PlacementSlice, ...]:
+        """The slices, with a record of the first release read as its one slice."""
+        if self.slices or not self.clique or self.channel is None:
+            return self.slices
+        return (legacy_slice(self.clique, self.channel, self.members, size=self.size),)
+
+    @property
+    def placed_pods(self) -> int:
+        return sum(piece.placed_pods for piece in self.all_slices)
+
+    @property
+    def reserved_pods(self) -> int:
+        """Pods the placement holds GPUs for, whether or not they exist yet."""
+        return sum(piece.slots(self.gpus_per_pod) for piece in self.all_slices)
+
+    @property
+    def cliques(self) -> tuple[str, ...]:
+        """The distinct cliques of the slices, in slice order."""
+        return tuple(dict.fromkeys(piece.clique for piece in self.all_slices))
+
+    @property
+    def pod_names(self) -> frozenset[str]:
+        """Every pod seated in any slice."""
+        return frozenset(
+            pod.name for piece in self.all_slices for member in piece.members for pod in member.pods
+        )
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Every member node once, in slice order."""
+        return tuple(
+            dict.fromkeys(member.node for piece in self.all_slices for member in piece.members)
+        )
+
+
+def legacy_slice(
+    clique: str, channel: int, members: tuple[LegacyMember, ...], *, size: int
+) -> PlacementSlice:
+    """A first-release record as one slice: ranks go to its pods in slot order, then name."""
+    converted: list[SliceMember] = []
+    rank = 0
+    for member in sorted(members, key=lambda m: (m.slot, m.node)):
+        pods = []
+        for name in sorted(member.pods):
+            pods.append(PlacedPod(name=name, rank=rank))
+            rank += 1
+        converted.append(
+            SliceMember(node=member.node, slot=member.slot, gpus=member.gpus, pods=tuple(pods))
+        )
+    return PlacementSlice(
+        index=0,
+        clique=clique,
+        channel=channel,
+        first_rank=0,
+        size=max(size, rank),
+        members=tuple(converted),
+    )
 
 
 class Placement(KubeObject, frozen=True, kw_only=True):

@@ -35,6 +35,20 @@ class DomainMember(msgspec.Struct, frozen=True, kw_only=True):
     pods: Annotated[int, Meta(description="Pods of the domain on this node.", ge=0)] = 0
     gpus: Annotated[int, Meta(description="GPUs the domain uses on this node.", ge=0)] = 0
     status: Annotated[str, Meta(description="Ready | NotReady.")] = "NotReady"
+    clique: CliqueId = ""
+
+
+class DomainSlice(msgspec.Struct, frozen=True, kw_only=True):
+    """One slice of a ComputeDomain: consecutive ranks inside one clique."""
+
+    index: Annotated[int, Meta(description="Slice number, from 0.", ge=0)]
+    clique: CliqueId
+    channel: Annotated[int, Meta(description="The domain's IMEX channel in the clique.", ge=0)]
+    first_rank: Annotated[int, Meta(description="The slice's lowest rank in the gang.", ge=0)] = 0
+    size: Annotated[int, Meta(description="Ranks the slice covers.", ge=0)] = 0
+    pods: Annotated[int, Meta(description="Pods placed in the slice.", ge=0)] = 0
+    running: Annotated[int, Meta(description="Of those, pods running.", ge=0)] = 0
+    nodes: Annotated[tuple[str, ...], Meta(description="Member nodes of the slice.")] = ()
 
 
 class DomainMembershipChanged(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.domain.membership"):
@@ -54,12 +68,18 @@ class DomainMembershipChanged(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.
             "(the last event of a domain that is gone)."
         ),
     ] = "Pending"
-    clique: CliqueId = ""
+    clique: Annotated[
+        str, Meta(description="The clique of a domain in one clique; empty when in several.")
+    ] = ""
     channel: Annotated[
-        int | None, Meta(description="IMEX channel of the domain, unique in its clique.")
+        int | None,
+        Meta(description="IMEX channel of a domain in one clique, unique in it; else null."),
     ] = None
     size: Annotated[int, Meta(description="Pods the domain's workload wants.", ge=0)] = 0
     members: tuple[DomainMember, ...] = ()
+    slices: Annotated[
+        tuple[DomainSlice, ...], Meta(description="The domain's slices, by index.")
+    ] = ()
     reason: Annotated[str, Meta(description="Why the domain is in this phase.")] = ""
 
 

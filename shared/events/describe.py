@@ -20,13 +20,26 @@ def describe(event: Event) -> str:
     return f"{event.ce_type()} {event.ce_subject()}"
 
 
+def _where(event: DomainMembershipChanged) -> str:
+    """`` clique=X channel=N`` for a domain in one clique; `` slices=N cliques=A:chN,B:chM``
+    for one whose slices use several (each clique once, in slice order)."""
+    if event.clique:
+        return f" clique={event.clique} channel={event.channel}"
+    if not event.slices:
+        return ""
+    channels: dict[str, int] = {}
+    for piece in event.slices:
+        channels.setdefault(piece.clique, piece.channel)
+    cliques = ",".join(f"{clique}:ch{channel}" for clique, channel in channels.items())
+    return f" slices={len(event.slices)} cliques={cliques}"
+
+
 @describe.register
 def _(event: DomainMembershipChanged) -> str:
     ready = sum(1 for member in event.members if member.status == "Ready")
-    where = f" clique={event.clique} channel={event.channel}" if event.clique else ""
     why = f" ({event.reason})" if event.reason else ""
     return (
-        f"domain {event.namespace}/{event.name} {event.phase}{where} "
+        f"domain {event.namespace}/{event.name} {event.phase}{_where(event)} "
         f"members={len(event.members)} ready={ready}{why}"
     )
 

@@ -40,7 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sim.demo",
         description="The cdo story on the simulated cluster: two NVL72 racks, the four "
-        "services, a ComputeDomain of 18 pods, a fatal XID and the recovery.",
+        "services, a ComputeDomain of 18 pods, a fatal XID and the recovery, then one "
+        "ComputeDomain of 36 pods over both racks in two slices.",
     )
     parser.add_argument(
         "--keep", action="store_true", help="leave the cluster running and print how to use it"

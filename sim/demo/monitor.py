@@ -1,10 +1,12 @@
-"""The live view: polls the API a few times a second, prints the progress line whenever it
-changes, and lets the story wait, with a deadline, for what it expects to see."""
+"""The live view: polls the API a few times a second for one target (the objects an act's
+manifests create), prints the progress line whenever it changes, and lets the story wait, with a
+deadline, for what it expects to see. :func:`following` runs one for the length of an act."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -83,3 +85,16 @@ class Monitor:
                 f"{what} did not happen within {timeout_s:.0f} s{detail}", logs=logs
             ) from None
         return found[-1]
+
+
+@contextlib.asynccontextmanager
+async def following(client: KubeClient, target: Target, screen: Screen) -> AsyncIterator[Monitor]:
+    """A :class:`Monitor` of ``target`` polling until the block ends (one at a time on screen)."""
+    monitor = Monitor(client, target, screen)
+    task = asyncio.create_task(monitor.run(), name=f"demo-monitor-{target.domain}")
+    try:
+        yield monitor
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,6 +1,7 @@
 """What the demo watches, read from the Kubernetes API: the workload's pods, every node's IMEX
-and fault state, and the ComputeDomain. :func:`cluster_view` turns the API objects into a
-:class:`ClusterView` (pure); :func:`observe` reads them."""
+and fault state, the ComputeDomain (in one clique or several) and its Placement's slices.
+:func:`cluster_view` turns the API objects into a :class:`ClusterView` (pure); :func:`observe`
+reads them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from shared.cli.status import domain_phase
-from shared.crds import COMPUTE_DOMAINS, ComputeDomain
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
 from shared.crds.names import (
     CLIQUE_LABEL,
     GPU_FAULT_TAINT,
@@ -39,6 +40,39 @@ class PodCounts:
     running: int = 0
     waiting: str = ""
     """Why a gated pod waits (its ``cdo.dev/Placed`` reason, e.g. CliqueFull), if one says."""
+    terminating: int = 0
+    """Pods being deleted that still hold their node (not counted in ``total``)."""
+
+
+@dataclass(frozen=True)
+class CliqueView:
+    """One clique of the domain (``status.cliques[]``): its channel there and how far it is."""
+
+    clique: str
+    channel: int
+    nodes: int = 0
+    ready_nodes: int = 0
+    pods: int = 0
+    running_pods: int = 0
+
+
+@dataclass(frozen=True)
+class SliceView:
+    """One slice of the Placement: consecutive ranks of the gang in one clique."""
+
+    index: int
+    clique: str
+    channel: int
+    first_rank: int
+    size: int
+    nodes: tuple[str, ...] = ()
+    """Member nodes, in slot order."""
+    pods: int = 0
+    """Pods pinned to the slice's nodes."""
+
+    @property
+    def last_rank(self) -> int:
+        return self.first_rank + self.size - 1
 
 
 @dataclass(frozen=True)
@@ -46,10 +80,13 @@ class DomainView:
     phase: str
     reason: str = ""
     clique: str | None = None
+    """The clique of a domain in one clique; None for one in several (see ``cliques``)."""
     channel: int | None = None
     members: tuple[str, ...] = ()
-    """Member nodes in IMEX slot order."""
+    """Member nodes, by clique and then IMEX slot."""
     trace_context: str | None = None
+    cliques: tuple[CliqueView, ...] = ()
+    """Every clique the domain uses (one entry for a domain in one clique)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +101,19 @@ class ClusterView:
     cliques: dict[str, str] = field(default_factory=dict)
     """Clique label of each node."""
     domain: DomainView | None = None
+    slices: tuple[SliceView, ...] = ()
+    """The Placement's slices, by index; empty while there is none."""
+    has_placement: bool = False
+
+    def gone(self) -> bool:
+        """No pod of the workload is left (not even a terminating one), nor the domain, nor
+        its Placement: the allocator has released the domain's nodes and channels."""
+        return (
+            self.pods.total == 0
+            and self.pods.terminating == 0
+            and self.domain is None
+            and not self.has_placement
+        )
 
     def ready_with(self, pods: int) -> bool:
         """The domain is Ready and exactly ``pods`` pods run."""
@@ -77,6 +127,10 @@ class ClusterView:
 
 def _live(pod: Pod) -> bool:
     return pod.metadata.deletion_timestamp is None and pod.status.phase not in _FINISHED
+
+
+def _terminating(pod: Pod) -> bool:
+    return pod.metadata.deletion_timestamp is not None and pod.status.phase not in _FINISHED
 
 
 def pod_counts(pods: Sequence[Pod]) -> PodCounts:
@@ -96,6 +150,7 @@ def pod_counts(pods: Sequence[Pod]) -> PodCounts:
         placed=len(live) - len(gated),
         running=sum(1 for pod in live if pod.status.phase == "Running"),
         waiting=waiting,
+        terminating=sum(1 for pod in pods if _terminating(pod)),
     )
 
 
@@ -108,11 +163,41 @@ def domain_view(domain: ComputeDomain) -> DomainView:
         channel=domain.status.channel,
         members=tuple(node.name for node in domain.status.nodes),
         trace_context=domain.metadata.annotations.get(TRACE_CONTEXT_ANNOTATION),
+        cliques=tuple(
+            CliqueView(
+                clique=entry.clique,
+                channel=entry.channel,
+                nodes=entry.nodes,
+                ready_nodes=entry.ready_nodes,
+                pods=entry.pods,
+                running_pods=entry.running_pods,
+            )
+            for entry in domain.status.cliques
+        ),
+    )
+
+
+def slice_views(placement: Placement) -> tuple[SliceView, ...]:
+    """The Placement's slices, by index (a first-release record read as its one slice)."""
+    return tuple(
+        SliceView(
+            index=piece.index,
+            clique=piece.clique,
+            channel=piece.channel,
+            first_rank=piece.first_rank,
+            size=piece.size,
+            nodes=tuple(member.node for member in sorted(piece.members, key=lambda m: m.slot)),
+            pods=piece.placed_pods,
+        )
+        for piece in sorted(placement.spec.all_slices, key=lambda p: p.index)
     )
 
 
 def cluster_view(
-    pods: Sequence[Pod], nodes: Sequence[Node], domain: ComputeDomain | None
+    pods: Sequence[Pod],
+    nodes: Sequence[Node],
+    domain: ComputeDomain | None,
+    placement: Placement | None = None,
 ) -> ClusterView:
     def imex_ready(node: Node) -> bool:
         return any(
@@ -141,6 +226,8 @@ def cluster_view(
             if CLIQUE_LABEL in node.metadata.labels
         },
         domain=None if domain is None else domain_view(domain),
+        slices=() if placement is None else slice_views(placement),
+        has_placement=placement is not None,
     )
 
 
@@ -163,13 +250,15 @@ class Target:
 
 
 async def observe(client: KubeClient, target: Target) -> ClusterView:
-    pods, nodes, domain = await asyncio.gather(
+    pods, nodes, domain, placement = await asyncio.gather(
         client.list(PODS, namespace=target.namespace, label_selector=target.selector),
         client.list(NODES),
         client.get_or_none(COMPUTE_DOMAINS, target.domain, namespace=target.namespace),
+        client.get_or_none(PLACEMENTS, target.domain, namespace=target.namespace),
     )
     return cluster_view(
         msgspec.json.decode(pods, type=_Pods).items,
         msgspec.json.decode(nodes, type=_Nodes).items,
         None if domain is None else msgspec.json.decode(domain, type=ComputeDomain),
+        None if placement is None else msgspec.json.decode(placement, type=Placement),
     )

@@ -1,12 +1,13 @@
-"""The live view's lines, from what was observed: pure functions, so the demo's screen is tested
-without a cluster.
+"""The live view's lines and the phrases the notes and the summary share, from what was
+observed: pure functions, so the demo's screen is tested without a cluster.
 
     t+1.2s  pods 18: gated 0 placed 18 running 7 | IMEX ready 36/36 nodes | domain Placed
+    t+31.0s  pods 36: ... | domain Placed (PodsNotRunning) in 2 cliques, pods running 18/18 + 5/18
 """
 
 from __future__ import annotations
 
-from sim.demo.observe import ClusterView
+from sim.demo.observe import ClusterView, SliceView
 
 
 def stamp(seconds: float) -> str:
@@ -19,7 +20,8 @@ def progress_line(view: ClusterView) -> str:
     pods = view.pods
     parts = [
         f"pods {pods.total}: gated {pods.gated} placed {pods.placed} running {pods.running}"
-        + (f" (waiting: {pods.waiting})" if pods.gated and pods.waiting else ""),
+        + (f" (waiting: {pods.waiting})" if pods.gated and pods.waiting else "")
+        + (f" terminating {pods.terminating}" if pods.terminating else ""),
         f"IMEX ready {view.imex_ready}/{view.nodes} nodes",
         domain_phrase(view),
     ]
@@ -32,10 +34,34 @@ def progress_line(view: ClusterView) -> str:
 
 
 def domain_phrase(view: ClusterView) -> str:
+    """The domain's phase and reason; for a domain in several cliques, how many pods run in
+    each (``status.cliques``, in its order)."""
     domain = view.domain
     if domain is None:
         return "domain -"
-    return f"domain {domain.phase}" + (f" ({domain.reason})" if domain.reason else "")
+    phrase = f"domain {domain.phase}" + (f" ({domain.reason})" if domain.reason else "")
+    if len(domain.cliques) > 1:
+        running = " + ".join(f"{c.running_pods}/{c.pods}" for c in domain.cliques)
+        phrase += f" in {len(domain.cliques)} cliques, pods running {running}"
+    return phrase
+
+
+def rank_range(piece: SliceView) -> str:
+    """``0-17``; a slice of one rank is that rank, an empty one ``-``."""
+    if piece.size <= 0:
+        return "-"
+    if piece.size == 1:
+        return str(piece.first_rank)
+    return f"{piece.first_rank}-{piece.last_rank}"
+
+
+def slice_phrase(piece: SliceView) -> str:
+    """``clique <id>, channel 1, ranks 0-17, 18 nodes``: one slice, for a note or the summary."""
+    nodes = len(piece.nodes)
+    return (
+        f"clique {piece.clique}, channel {piece.channel}, ranks {rank_range(piece)}, "
+        f"{nodes} node{'' if nodes == 1 else 's'}"
+    )
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

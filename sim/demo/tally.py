@@ -1,8 +1,9 @@
 """The events the demo saw on NATS: counted by type, the notable ones turned into lines.
 
-Notable are every fault and recovery, and a membership event of the demo's domain whose phase
-differs from the one before (the domain controller publishes one on every member change; the
-phase changes are the story). Pure: the NATS side is :mod:`sim.demo.eventfeed`.
+Notable are every fault and recovery, and a membership event of the domain the story follows
+whose phase differs from the one before (the domain controller publishes one on every member
+change; the phase changes are the story). The story follows the seed domain, then the domain of
+its multi-clique act (:meth:`Tally.follow`). Pure: the NATS side is :mod:`sim.demo.eventfeed`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class Tally:
         self.counts: Counter[str] = Counter()
         self.undecodable = 0
 
+    def follow(self, *, namespace: str, domain: str) -> None:
+        """From now on show the phase changes of this domain (and no longer the previous one's)."""
+        self._namespace = namespace
+        self._domain = domain
+        self._phase = None
+
     def record(self, event: Event) -> str | None:
         """Count ``event``; the line to show if it is notable."""
         self.counts[short_type(event)] += 1
@@ -45,7 +52,7 @@ class Tally:
 
     @property
     def phase(self) -> str | None:
-        """The demo domain's phase in its latest membership event."""
+        """The followed domain's phase in its latest membership event since it was followed."""
         return self._phase
 
     @property

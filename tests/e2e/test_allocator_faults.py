@@ -106,7 +106,7 @@ async def test_a_replacement_stays_in_the_clique_and_waits_there_for_a_healthy_n
     condition = replacement.condition(PLACED_CONDITION)
     assert condition is not None and clique.copy().pop() in condition.message
     placement = await system.placement("faults", DOMAIN)
-    assert placement is not None and victim not in {m.node for m in placement.spec.members}
+    assert placement is not None and victim not in set(placement.spec.nodes)
 
     system.cluster.power_on(victim)
     after = await system.wait_running("faults", SELECTOR, 18, within_s=90)

@@ -15,15 +15,16 @@ from tests.integration.clique_allocator.system import System, running_system
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-def domain_and_workload(name: str, *, replicas: int, num_nodes: int | None = None) -> str:
-    """A ComputeDomain and a Deployment of one-GPU pods using its claim template."""
-    num_nodes_line = f"\n  numNodes: {num_nodes}" if num_nodes else ""
+def domain_and_workload(name: str, *, replicas: int, spread: int | None = None) -> str:
+    """A ComputeDomain and a Deployment of one-GPU pods using its claim template; ``spread``:
+    the domain's spec.gang.nodes."""
+    spread_line = f"\n  gang:\n    nodes: {spread}" if spread else ""
     return f"""
 apiVersion: resource.nvidia.com/v1beta1
 kind: ComputeDomain
 metadata:
   name: {name}
-spec:{num_nodes_line}
+spec:{spread_line}
   channel:
     resourceClaimTemplate:
       name: {name}-rct
@@ -73,15 +74,15 @@ async def test_72_one_gpu_pods_fill_one_rack_four_per_node(system: System) -> No
     assert len({system.clique_of(node) for node in per_node}) == 1
     placement = await system.placement("packed", "wide")
     assert placement is not None
-    assert [m.gpus for m in placement.spec.members] == [4] * 18
-    assert [m.slot for m in placement.spec.members] == list(range(18))
+    assert [m.gpus for m in placement.spec.slices[0].members] == [4] * 18
+    assert [m.slot for m in placement.spec.slices[0].members] == list(range(18))
     await system.delete_everything_in("packed")
 
 
 async def test_two_domains_of_36_share_nodes_each_with_its_own_channel(system: System) -> None:
     await system.create_namespace("shared")
     for name in ("left", "right"):
-        await apply(system, "shared", domain_and_workload(name, replicas=36, num_nodes=18))
+        await apply(system, "shared", domain_and_workload(name, replicas=36, spread=18))
     left = await system.wait_running("shared", "app=left", 36, within_s=90)
     right = await system.wait_running("shared", "app=right", 36, within_s=90)
     left_nodes = Counter(pod.spec.node_name for pod in left)
@@ -91,7 +92,7 @@ async def test_two_domains_of_36_share_nodes_each_with_its_own_channel(system: S
     a = await system.placement("shared", "left")
     b = await system.placement("shared", "right")
     assert a is not None and b is not None
-    assert a.spec.clique == b.spec.clique
-    assert {a.spec.channel, b.spec.channel} == {0, 1}
+    assert a.spec.cliques == b.spec.cliques
+    assert {a.spec.slices[0].channel, b.spec.slices[0].channel} == {0, 1}
     check_no_double_booking(await system.placements())
     await system.delete_everything_in("shared")

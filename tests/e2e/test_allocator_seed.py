@@ -55,8 +55,8 @@ async def test_the_seed_workload_runs_in_one_clique_and_a_second_copy_in_the_oth
     assert not any(gated(pod) for pod in first)
     placement = await system.placement("default", DOMAIN)
     assert placement is not None
-    assert {p.metadata.name for p in first} == {n for m in placement.spec.members for n in m.pods}
-    assert cliques(system, first) == {placement.spec.clique}
+    assert {p.metadata.name for p in first} == set(placement.spec.pod_names)
+    assert cliques(system, first) == set(placement.spec.cliques)
 
     async def reported() -> ComputeDomain | None:
         found = await system.api.domain(DOMAIN)
@@ -65,7 +65,10 @@ async def test_the_seed_workload_runs_in_one_clique_and_a_second_copy_in_the_oth
 
     # The domain controller reports what the allocator recorded.
     status = (await wait_for(reported, timeout=30, what="domain Placed")).status
-    assert (status.clique, status.channel) == (placement.spec.clique, placement.spec.channel)
+    assert (status.clique, status.channel) == (
+        placement.spec.slices[0].clique,
+        placement.spec.slices[0].channel,
+    )
 
     await apply_seed(system, "team-b")
     second = await system.wait_running("team-b", SELECTOR, 18)
@@ -129,7 +132,10 @@ async def test_scaling_18_to_9_to_18_stays_in_the_clique(system: System) -> None
 
     async def shrunk() -> bool:
         placement = await system.placement("elastic", DOMAIN)
-        return placement is not None and sum(m.gpus for m in placement.spec.members) == 36
+        return (
+            placement is not None
+            and placement.spec.reserved_pods * placement.spec.gpus_per_pod == 36
+        )
 
     await wait_for(shrunk, timeout=30, interval=0.1, what="reservation released to 9 pods")
     await scale(system, "elastic", 18)

@@ -1,7 +1,8 @@
 """``./task demo`` as a user runs it: the whole story on the simulated cluster, then a clean stop.
 
 The demo runs as a real program in a temporary state directory; the test reads its output as a
-user would (the summary), and afterwards checks that no process it started is left.
+user would (the live lines and the summary: the seed act, then the act in which one domain spans
+both racks in two slices), and afterwards checks that no process it started is left.
 """
 
 from __future__ import annotations
@@ -83,6 +84,20 @@ def check_story(result: subprocess.CompletedProcess[str], state: Path) -> None:
     assert "(waiting: CliqueFull)" in out
     assert "event node.fault" in out and "event node.recovered" in out
 
+    # The multi-clique act: the seed deleted until its GPUs are free, then one domain over both
+    # racks, its two slices shown as it becomes Ready.
+    assert 'deployment.apps "llm-training" deleted' in out
+    assert 'computedomain.resource.nvidia.com "training-domain-1" deleted' in out
+    assert "training-domain-1 gone " in out
+    assert "computedomain.resource.nvidia.com/training-domain-2 created" in out
+    assert "job.batch/llm-training-2 created" in out
+    assert re.search(
+        r"pods 36: gated 0 placed 36 running 36 \| IMEX ready 36/36 nodes \| domain Ready "
+        r"in 2 cliques, pods running 18/18 \+ 18/18",
+        out,
+    ), out
+    assert "36 pods in 2 slices over 2 cliques" in out
+
     rows = summary_rows(out)
     assert re.fullmatch(
         r"\d+\.\d s \(kubectl apply -> Ready, all pods running\)", rows["time to Ready"]
@@ -95,6 +110,18 @@ def check_story(result: subprocess.CompletedProcess[str], state: Path) -> None:
         r"recovered in \d+\.\d s: Ready again, replacement pod on rack-\d-tray\d\d",
         rows["fault to recovered"],
     )
+    assert re.fullmatch(
+        r"\d+\.\d s \(kubectl apply -> Ready, 36 pods running in 2 slices\)",
+        rows["multi-clique Ready"],
+    ), rows
+    slices = [rows["slice 0"], rows["slice 1"]]
+    found = [
+        re.fullmatch(rf"clique ([0-9a-f-]{{36}}\.\d+), channel \d+, ranks {ranks}, 18 nodes", row)
+        for row, ranks in zip(slices, ("0-17", "18-35"), strict=True)
+    ]
+    assert all(found), slices
+    assert len({match.group(1) for match in found if match}) == 2, slices  # one slice per rack
+    assert "slice 2" not in rows
     assert "node.fault 1" in rows["events seen"] and "domain.membership" in rows["events seen"]
     assert re.match(r"[0-9a-f]{32} ", rows["trace id"])
 

@@ -160,8 +160,9 @@ async def check_settled(system: WholeSystem, live: dict[str, int]) -> None:
     async def devices_of_live_domains_only() -> bool:
         wanted: dict[str, set[int]] = {}
         for placement in placements:
-            for member in placement.spec.members:
-                wanted.setdefault(member.node, set()).add(placement.spec.channel)
+            for piece in placement.spec.all_slices:
+                for member in piece.members:
+                    wanted.setdefault(member.node, set()).add(piece.channel)
         found = await system.all_channel_devices()
         return all(channels <= wanted.get(node, set()) for node, channels in found.items())
 

@@ -1,6 +1,7 @@
 """The seed manifests on the whole system, applied unchanged with kubectl: the domain becomes
 Ready with its 18 pods in one clique and its channel on every member, scales 18 -> 9 -> 18 in
-the same clique and channel, and deleting it leaves nothing behind."""
+the same clique and channel, and deleting it leaves nothing behind. The seed's shape doubled
+(36 pods of 4 GPUs, both racks) is one domain in two slices."""
 
 from __future__ import annotations
 
@@ -73,10 +74,11 @@ async def test_the_seed_applied_unchanged_is_ready_in_one_clique(system: WholeSy
 
     placement = await system.placement("seed", DOMAIN)
     assert placement is not None
-    assert (placement.spec.clique, placement.spec.channel) == (clique, status.channel)
-    assert {pod for member in placement.spec.members for pod in member.pods} == {
-        pod.metadata.name for pod in pods
-    }
+    assert (placement.spec.slices[0].clique, placement.spec.slices[0].channel) == (
+        clique,
+        status.channel,
+    )
+    assert set(placement.spec.pod_names) == {pod.metadata.name for pod in pods}
     # The kubelet prepared each pod's claim through the node's IMEX agent: the channel's device.
     member = pods[0].spec.node_name
     assert status.channel in system.channel_devices(member)
@@ -103,8 +105,7 @@ async def test_scaling_18_to_9_to_18_keeps_the_clique_and_the_channel(
 
     async def released() -> bool:
         placement = await system.placement("elastic", DOMAIN)
-        held = placement.spec.members if placement is not None else ()
-        return sum(member.gpus for member in held) == 9 * GPUS_PER_NODE
+        return placement is not None and placement.spec.reserved_pods == 9
 
     await wait_for(released, timeout=60, interval=0.2, what="the reservation shrunk to 9 pods")
     await wait_channel_only_on(system, channel, {pod.spec.node_name for pod in half})
@@ -116,6 +117,69 @@ async def test_scaling_18_to_9_to_18_keeps_the_clique_and_the_channel(
     assert (regrown.status.clique, regrown.status.channel) == (clique, channel)
     await wait_channel_only_on(system, channel, {pod.spec.node_name for pod in again})
     await system.clean_up("elastic")
+
+
+DOUBLED = """
+apiVersion: resource.nvidia.com/v1beta1
+kind: ComputeDomain
+metadata:
+  name: training-domain-2
+spec:
+  channel:
+    resourceClaimTemplate:
+      name: training-domain-2-rct
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: llm-training-2
+spec:
+  replicas: 36
+  selector:
+    matchLabels:
+      app: llm-training-2
+  template:
+    metadata:
+      labels:
+        app: llm-training-2
+    spec:
+      containers:
+        - name: trainer
+          image: registry.example.com/llm-trainer:1.0
+          resources:
+            limits:
+              nvidia.com/gpu: 4
+            claims:
+              - name: imex-channel
+      resourceClaims:
+        - name: imex-channel
+          resourceClaimTemplateName: training-domain-2-rct
+"""
+
+
+async def test_the_seed_doubled_is_one_domain_in_two_slices_one_per_rack(
+    system: WholeSystem,
+) -> None:
+    """36 pods of 4 GPUs without a slice size: larger than a rack, so the fewest slices, two.
+    (The seed's pod affinity on the clique label is left out: it would keep every pod in the
+    first pod's clique.)"""
+    namespace = "doubled"
+    await system.create_namespace(namespace)
+    await system.kubectl("apply", "-n", namespace, "-f", "-", stdin=DOUBLED)
+    pods = await system.wait_running(namespace, "app=llm-training-2", 36)
+    domain = await system.wait_domain_ready(namespace, "training-domain-2", nodes=36)
+    placement = await system.placement(namespace, "training-domain-2")
+    assert placement is not None
+    labels = await system.cliques()
+    pieces = placement.spec.slices
+    assert [(s.first_rank, s.size, len(s.members)) for s in pieces] == [(0, 18, 18), (18, 18, 18)]
+    assert {s.clique for s in pieces} == set(labels.values())
+    for piece in pieces:
+        assert {labels[m.node] for m in piece.members} == {piece.clique}
+    assert await cliques_of(system, pods) == set(labels.values())
+    assert sorted(c.clique for c in domain.status.cliques) == sorted(set(labels.values()))
+    assert all(c.ready_nodes == c.nodes == 18 for c in domain.status.cliques)
+    await system.clean_up(namespace)
 
 
 async def test_deleting_the_seed_leaves_nothing_behind(system: WholeSystem) -> None:

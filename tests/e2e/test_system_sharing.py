@@ -30,8 +30,8 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 
-# name: (pods, GPUs per pod, numNodes). The two wide ones take one GPU on each of 18 nodes, so
-# whichever clique the others land in, they share nodes with a wide one.
+# name: (pods, GPUs per pod, spec.gang.nodes). The two wide ones take one GPU on each of 18
+# nodes, so whichever clique the others land in, they share nodes with a wide one.
 DOMAINS = {
     "wide-a": (18, 1, 18),
     "wide-b": (18, 1, 18),
@@ -51,17 +51,15 @@ async def test_domains_of_small_pods_share_nodes_each_in_one_clique_with_its_own
 ) -> None:
     namespace = "sharing"
     await system.create_namespace(namespace)
-    for name, (replicas, gpus, num_nodes) in DOMAINS.items():
-        await system.create_workload(
-            namespace, name, replicas=replicas, gpus=gpus, num_nodes=num_nodes
-        )
+    for name, (replicas, gpus, spread) in DOMAINS.items():
+        await system.create_workload(namespace, name, replicas=replicas, gpus=gpus, spread=spread)
     pods: dict[str, list[Pod]] = {}
-    for name, (replicas, _gpus, num_nodes) in DOMAINS.items():
+    for name, (replicas, _gpus, spread) in DOMAINS.items():
         pods[name] = await system.wait_running(namespace, f"app={name}", replicas)
         nodes = len({pod.spec.node_name for pod in pods[name]})
         domain = await system.wait_domain_ready(namespace, name, nodes=nodes)
-        if num_nodes is not None:
-            assert nodes == num_nodes
+        if spread is not None:
+            assert nodes == spread
         labels = await system.cliques()
         assert {labels[pod.spec.node_name] for pod in pods[name]} == {domain.status.clique}
 
@@ -75,7 +73,7 @@ async def test_domains_of_small_pods_share_nodes_each_in_one_clique_with_its_own
     placements = await system.placements(namespace)
     assert {p.metadata.name for p in placements} == set(DOMAINS)
     assert shared_channels(placements) == []
-    channel = {p.metadata.name: p.spec.channel for p in placements}
+    channel = {p.metadata.name: p.spec.slices[0].channel for p in placements}
     for node, names in shared.items():
         # Each domain on the node has its own channel's device there.
         assert {channel[name] for name in names} <= system.channel_devices(node)
@@ -87,16 +85,22 @@ async def test_domains_of_small_pods_share_nodes_each_in_one_clique_with_its_own
     await system.clean_up(namespace)
 
 
-async def test_a_job_too_big_for_any_clique_waits_gated_with_the_reason(
+async def test_domains_too_big_for_the_cluster_or_a_clique_wait_gated_with_the_reason(
     system: WholeSystem,
 ) -> None:
     namespace = "too-big"
     await system.create_namespace(namespace)
-    # 19 whole trays, and a domain asking for 19 nodes: one more than any clique has.
-    await system.create_workload(namespace, "trays", replicas=19, gpus=4)
-    await system.create_workload(namespace, "spread", replicas=19, gpus=1, num_nodes=19)
+    # 37 whole trays: one more than the cluster has. And a domain asking for 19 nodes: one more
+    # than any clique has (19 one-GPU pods fit one clique, so they are not cut into slices).
+    await system.create_workload(namespace, "trays", replicas=37, gpus=4)
+    await system.create_workload(namespace, "spread", replicas=19, gpus=1, spread=19)
+    expected = {
+        "trays": (37, "LargerThanCluster", "36"),
+        "spread": (19, "LargerThanAnyClique", "18"),
+    }
 
     async def held(name: str) -> list[Pod] | None:
+        count, reason, _ = expected[name]
         pods = live(await system.pods(namespace, f"app={name}"))
         waiting = [
             pod
@@ -104,20 +108,20 @@ async def test_a_job_too_big_for_any_clique_waits_gated_with_the_reason(
             if gated(pod)
             and not pod.spec.node_name
             and (condition := pod.condition(PLACED_CONDITION)) is not None
-            and (condition.status, condition.reason) == ("False", "LargerThanAnyClique")
+            and (condition.status, condition.reason) == ("False", reason)
         ]
-        return waiting if len(waiting) == 19 else None
+        return waiting if len(waiting) == count else None
 
-    for name in ("trays", "spread"):
+    for name, (count, reason, most) in expected.items():
         waiting = await wait_for(
             functools.partial(held, name),
             timeout=120,
             interval=0.3,
-            what=f"{name}'s 19 pods held with a reason",
+            what=f"{name}'s {count} pods held with a reason",
         )
         condition = waiting[0].condition(PLACED_CONDITION)
         assert condition is not None
-        assert "18" in condition.message, condition.message  # what the largest clique has
+        assert most in condition.message, condition.message  # what the cluster or clique has
         assert await system.placement(namespace, name) is None
 
         domain = await system.domain(namespace, name)
@@ -125,6 +129,6 @@ async def test_a_job_too_big_for_any_clique_waits_gated_with_the_reason(
         placed = domain.status.condition("Placed")
         assert placed is not None and placed.status == "False"
         described = await system.kubectl("describe", "computedomain", name, "-n", namespace)
-        assert "LargerThanAnyClique" in described, described
+        assert reason in described, described
 
     await system.clean_up(namespace)

@@ -108,11 +108,15 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 # -- workloads ---------------------------------------------------------------------------------
 
 
-def domain_object(name: str, *, num_nodes: int | None = None) -> dict[str, Any]:
-    """A ComputeDomain whose claim template is ``<name>-rct``."""
+def domain_object(
+    name: str, *, num_nodes: int | None = None, gang: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """A ComputeDomain whose claim template is ``<name>-rct``; ``gang`` is cdo's spec.gang."""
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
     if num_nodes is not None:
         spec["numNodes"] = num_nodes
+    if gang:
+        spec["gang"] = dict(gang)
     return {
         "apiVersion": "resource.nvidia.com/v1beta1",
         "kind": "ComputeDomain",
@@ -245,11 +249,13 @@ class WholeSystem:
         *,
         replicas: int,
         gpus: int,
-        num_nodes: int | None = None,
+        spread: int | None = None,
     ) -> None:
-        """A ComputeDomain ``name`` and a Deployment ``name`` of pods using its channel."""
+        """A ComputeDomain ``name`` and a Deployment ``name`` of pods using its channel;
+        ``spread``: the domain's ``spec.gang.nodes``."""
+        gang = {"nodes": spread} if spread is not None else None
         await self.client.create(
-            COMPUTE_DOMAINS, domain_object(name, num_nodes=num_nodes), namespace=namespace
+            COMPUTE_DOMAINS, domain_object(name, gang=gang), namespace=namespace
         )
         await self.client.create(
             DEPLOYMENTS,
@@ -537,31 +543,44 @@ def gpus_per_node(pods: list[Pod]) -> dict[str, int]:
 
 
 def reserved_per_node(placements: list[Placement]) -> dict[str, int]:
-    """GPUs the Placements reserve on each node."""
+    """GPUs the Placements reserve on each node, over every slice."""
     used: dict[str, int] = defaultdict(int)
     for placement in placements:
-        for member in placement.spec.members:
-            used[member.node] += member.gpus
+        for piece in placement.spec.all_slices:
+            for member in piece.members:
+                used[member.node] += member.gpus
     return dict(used)
 
 
 def shared_channels(placements: list[Placement]) -> list[str]:
-    """Channels two Placements hold in one clique (none, when the allocator is right)."""
-    owners: dict[tuple[str, int], list[str]] = defaultdict(list)
+    """Channels two domains hold in one clique (none, when the allocator is right)."""
+    owners: dict[tuple[str, int], set[str]] = defaultdict(set)
     for placement in placements:
-        owners[(placement.spec.clique, placement.spec.channel)].append(placement.key)
+        for piece in placement.spec.all_slices:
+            owners[(piece.clique, piece.channel)].add(placement.key)
     return [f"channel {ch} of {cl}: {keys}" for (cl, ch), keys in owners.items() if len(keys) > 1]
+
+
+def seated(placement: Placement) -> dict[str, tuple[int, str, int]]:
+    """Each seated pod's (slice index, node, rank)."""
+    return {
+        pod.name: (piece.index, member.node, pod.rank)
+        for piece in placement.spec.all_slices
+        for member in piece.members
+        for pod in member.pods
+    }
 
 
 @contextlib.asynccontextmanager
 async def running_whole_system(
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, *, topology: Path | None = None
 ) -> AsyncIterator[WholeSystem]:
-    """Start everything with ``cdo sim up`` (about 15 s); stop it and remove its files on exit."""
+    """Start everything with ``cdo sim up`` (about 15 s for the default 36 nodes) on
+    ``topology`` (the default two racks when None); stop it and remove its files on exit."""
     state_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-"))
     options = simctl.UpOptions(
         state_dir=state_dir,
-        topology=None,
+        topology=topology,
         nats_url=None,
         nodes="*",
         imex_server_port=None,

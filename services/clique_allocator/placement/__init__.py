@@ -1,22 +1,23 @@
 """The clique allocator's placement engine: pure decisions, no I/O.
 
 Build a :class:`ClusterView` from the cliques (with their nodes) and the reservations already
-made, then ask :func:`place` for a :class:`GangRequest`; it returns a :class:`Placement` (the
+made, then ask :func:`place` for a :class:`GangRequest`; it returns :class:`Placed` (the
 domain's new pods per slice, node by node, its IMEX channel, its updated reservations) or a
 :class:`NotPlaced` with a :class:`Reason` and a message. Advance the view with
 ``view.with_domain(placement.domain, placement.reservations)``; shrink with :func:`release`.
 
 Modules, one concept each: ``model`` (inputs), ``decision`` (outputs), ``state`` (a clique's
-derived state), ``view`` (the whole cluster), ``layout`` (checking and slicing a request),
-``fill`` and ``span`` (pods onto nodes), ``score`` (choosing a clique), ``engine`` (the
-decision), ``release`` (shrinking), ``messages`` (the human-readable reasons).
+derived state), ``view`` (the whole cluster), ``layout`` (checking a request, fixed slice sizes),
+``fill`` and ``span`` (pods onto nodes), ``score`` (choosing a clique), ``cut`` (the fewest
+slices for a gang larger than a clique), ``engine`` (the decision), ``release`` (shrinking),
+``messages`` (the human-readable reasons).
 See docs/placement.md for the policy and its tie-breaks.
 """
 
 from services.clique_allocator.placement.decision import (
     Decision,
     NotPlaced,
-    Placement,
+    Placed,
     Reason,
     SlicePlacement,
 )
@@ -28,6 +29,7 @@ from services.clique_allocator.placement.model import (
     Node,
     NodeShare,
     Reservation,
+    SliceTarget,
 )
 from services.clique_allocator.placement.release import release
 from services.clique_allocator.placement.state import CliqueState, NodeState
@@ -44,10 +46,11 @@ __all__ = [
     "NodeShare",
     "NodeState",
     "NotPlaced",
-    "Placement",
+    "Placed",
     "Reason",
     "Reservation",
     "SlicePlacement",
+    "SliceTarget",
     "place",
     "release",
 ]

@@ -1,4 +1,4 @@
-"""What the engine answers: a :class:`Placement`, or :class:`NotPlaced` with a reason.
+"""What the engine answers: :class:`Placed`, or :class:`NotPlaced` with a reason.
 
 Both are tagged msgspec Structs (``type`` is ``Placed`` or ``NotPlaced``), so a decision can be
 recorded or logged as JSON and decoded back as ``Decision``.
@@ -19,13 +19,18 @@ class Reason(enum.StrEnum):
     INVALID_REQUEST = "InvalidRequest"
     """The request can never be met as written (e.g. 3-GPU pods on 4-GPU nodes)."""
     LARGER_THAN_ANY_CLIQUE = "LargerThanAnyClique"
-    """The gang (or one slice) needs more than any clique has even when empty."""
+    """One slice (of a fixed size, or on a fixed number of nodes) needs more than any clique
+    has even when empty."""
+    LARGER_THAN_CLUSTER = "LargerThanCluster"
+    """The gang needs more than all cliques together have even when empty; it waits for the
+    cluster to grow."""
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-    """No clique has room now; the gang waits for room."""
+    """No clique (or, for a gang larger than a clique, no set of cliques) has room now; the
+    gang waits for room."""
     CLIQUE_FULL = "CliqueFull"
-    """The domain already lives in a clique, and that clique has no room for its new pods."""
+    """A slice the domain holds must grow, and its clique has no room for the new pods."""
     CLIQUE_UNAVAILABLE = "CliqueUnavailable"
-    """The domain's clique is no longer in the cluster (its nodes were relabelled or removed)."""
+    """A slice's clique is no longer in the cluster (its nodes were relabelled or removed)."""
     NO_FREE_CHANNEL = "NoFreeChannel"
     """Every clique with room has all of its IMEX channels in use."""
 
@@ -43,7 +48,7 @@ class SlicePlacement(msgspec.Struct, frozen=True, kw_only=True):
     pod_nodes: tuple[str, ...]
 
 
-class Placement(msgspec.Struct, frozen=True, kw_only=True, tag="Placed"):
+class Placed(msgspec.Struct, frozen=True, kw_only=True, tag="Placed"):
     """The gang fits: new pods per slice, and every reservation the domain holds afterwards.
 
     ``slices`` lists only the slices that received pods (empty when the domain already holds
@@ -73,4 +78,4 @@ class NotPlaced(msgspec.Struct, frozen=True, kw_only=True, tag="NotPlaced"):
     message: str
 
 
-Decision = Placement | NotPlaced
+Decision = Placed | NotPlaced

@@ -1,17 +1,22 @@
-"""The placement decision: where a domain's new pods go, and on which IMEX channel.
+"""The placement decision: where a domain's new pods go, slice by slice, and on which channel.
 
-``place(view, request)`` places what the domain asks for beyond what it already holds:
+``place(view, request)`` places what the domain asks for beyond what it holds, in this order:
 
-- a domain new to the cluster: each slice (the whole gang when unsliced) goes to the clique
-  that scores best (``score``); within it, pods fill nodes by ``fill`` (any number of nodes)
-  or ``span`` (exactly ``num_nodes``);
-- a domain that already holds a slice: the slice grows in its own clique or not at all
-  (``CliqueFull``); a domain never moves cliques;
-- all or nothing: if one slice cannot be placed, nothing is, and the reason names the slice.
+1. **targets**: a slice the domain holds that must hold more pods (a replacement, growth inside
+   a fixed-size slice) grows in its own clique or not at all (``CliqueFull``,
+   ``CliqueUnavailable``); a slice never moves cliques;
+2. **the last slice first** (``extend_last``): it takes as many new pods as its clique has room
+   for, so that consecutive ranks stay together;
+3. **new slices** for the remaining new pods: fixed-size slices (``slice_pods``) each go to the
+   clique that scores best (``score``); without a fixed size, pods that fit the largest clique go
+   to one slice in the best-scoring clique with room (or wait for one), and more are cut into
+   the fewest slices that fit (``cut``). Within a clique pods fill nodes by ``fill`` (any
+   number of nodes) or ``span`` (exactly ``span`` nodes).
 
-The channel is the domain's existing channel in the clique, else the clique's lowest free one.
-Decisions depend only on the view and the request (every order is by explicit keys), so the
-same input always gives the same output.
+All or nothing: if any step fails, nothing is placed and the reason names the slice. A
+domain's channel in a clique is the one it already has there (any of its slices), else the
+clique's lowest free one. Decisions depend only on the view and the request (every order is
+by explicit keys), so the same input always gives the same output.
 """
 
 from __future__ import annotations
@@ -19,83 +24,228 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from services.clique_allocator.placement import messages
+from services.clique_allocator.placement.cut import Shortfall, fewest_slices
 from services.clique_allocator.placement.decision import (
     Decision,
     NotPlaced,
-    Placement,
+    Placed,
     Reason,
     SlicePlacement,
 )
 from services.clique_allocator.placement.fill import materialize, plan_fill
-from services.clique_allocator.placement.layout import SliceLayout, plan_layout
+from services.clique_allocator.placement.layout import new_slice_sizes, request_problem
 from services.clique_allocator.placement.model import GangRequest, NodeShare, Reservation
 from services.clique_allocator.placement.score import Score, score_fill, score_nodes
 from services.clique_allocator.placement.span import plan_span, span_room
 from services.clique_allocator.placement.state import CliqueState
 from services.clique_allocator.placement.view import ClusterView
 
-Placed = tuple[Reservation, SlicePlacement]
+SliceOutcome = tuple[Reservation, SlicePlacement]
+
+
+class _Progress:
+    """The slices decided so far, and the view with them applied.
+
+    The view is advanced lazily: only when a later step reads it, and then once for every slice
+    added since (a cut into k slices rebuilds its cliques once, not k times).
+    """
+
+    def __init__(self, view: ClusterView, request: GangRequest) -> None:
+        self.request = request
+        self._view = view
+        self._stale = False
+        self.by_slice = {r.slice_index: r for r in view.reservations_of(request.domain)}
+        self.placed: list[SlicePlacement] = []
+        self.slices = len(self.by_slice)
+        """Slices the domain will have, for messages."""
+        self.extended = 0
+        """New pods the domain's last slice took before new slices open."""
+
+    @property
+    def view(self) -> ClusterView:
+        if self._stale:
+            self._view = self._view.with_domain(self.request.domain, self.by_slice.values())
+            self._stale = False
+        return self._view
+
+    def add(self, outcome: SliceOutcome) -> None:
+        reservation, placement = outcome
+        self.by_slice[reservation.slice_index] = reservation
+        self.placed.append(placement)
+        self._stale = True
+
+    def next_index(self) -> int:
+        return max(self.by_slice, default=-1) + 1
+
+    def excluded(self, slice_index: int) -> frozenset[str]:
+        """Nodes of the domain's other slices: with a span, slices never share a node."""
+        if self.request.span is None:
+            return frozenset()
+        return frozenset(
+            share.node
+            for index, reservation in self.by_slice.items()
+            if index != slice_index
+            for share in reservation.shares
+        )
+
+    def failed(self, outcome: NotPlaced, slice_index: int) -> NotPlaced:
+        message = messages.in_slice(
+            outcome.message, slice_index=slice_index, slices=max(self.slices, slice_index + 1)
+        )
+        return NotPlaced(domain=self.request.domain, reason=outcome.reason, message=message)
+
+    def result(self) -> Placed:
+        return Placed(
+            domain=self.request.domain,
+            slices=tuple(self.placed),
+            reservations=tuple(self.by_slice[index] for index in sorted(self.by_slice)),
+        )
 
 
 def place(view: ClusterView, request: GangRequest) -> Decision:
     """Place the domain's pods beyond those it holds, or say why not (see module docstring)."""
     held = view.reservations_of(request.domain)
-    layout = plan_layout(request, node_sizes=view.node_sizes, held=held)
-    if isinstance(layout, str):
-        return NotPlaced(domain=request.domain, reason=Reason.INVALID_REQUEST, message=layout)
-    by_slice = {reservation.slice_index: reservation for reservation in held}
-    working = view
-    placed: list[SlicePlacement] = []
-    for slice_index in range(layout.slices):
-        current = by_slice.get(slice_index)
-        wanted = layout.pods - (current.pods if current else 0)
+    problem = request_problem(request, node_sizes=view.node_sizes, held=held)
+    if problem is not None:
+        return NotPlaced(domain=request.domain, reason=Reason.INVALID_REQUEST, message=problem)
+    progress = _Progress(view, request)
+    failure = _reach_targets(progress) or _extend_last(progress)
+    if failure is None:
+        failure = _open_new_slices(progress)
+    return failure if failure is not None else progress.result()
+
+
+def _reach_targets(progress: _Progress) -> NotPlaced | None:
+    request = progress.request
+    for target in sorted(request.targets, key=lambda t: t.slice_index):
+        current = progress.by_slice[target.slice_index]
+        wanted = target.pods - current.pods
         if wanted <= 0:
             continue
-        outcome = _place_slice(
-            working,
+        excluded = progress.excluded(target.slice_index)
+        outcome = _grow(progress.view, current, wanted=wanted, span=request.span, excluded=excluded)
+        if isinstance(outcome, NotPlaced):
+            return progress.failed(outcome, target.slice_index)
+        progress.add(outcome)
+    return None
+
+
+def _extend_last(progress: _Progress) -> NotPlaced | None:
+    request = progress.request
+    if not request.extend_last or not request.new_pods or not progress.by_slice:
+        return None
+    last = progress.by_slice[max(progress.by_slice)]
+    state = progress.view.clique(last.clique)
+    take = 0 if state is None else min(request.new_pods, state.capacity(request.gpus_per_pod))
+    if take == 0:
+        return None
+    outcome = _grow(progress.view, last, wanted=take, span=None, excluded=frozenset())
+    if isinstance(outcome, NotPlaced):  # pragma: no cover - the clique was just seen to have room
+        return progress.failed(outcome, last.slice_index)
+    progress.add(outcome)
+    progress.extended = take
+    return None
+
+
+def _open_new_slices(progress: _Progress) -> NotPlaced | None:
+    request = progress.request
+    rest = request.new_pods - progress.extended
+    if rest <= 0:
+        return None
+    largest = progress.view.largest_clique(request.gpus_per_pod)
+    if request.slice_pods is None and largest is not None and rest > largest[0]:
+        return _cut_into_fewest(progress, rest)
+    sizes = new_slice_sizes(rest, request.slice_pods)
+    progress.slices += len(sizes)
+    for pods in sizes:
+        index = progress.next_index()
+        outcome = _place_new(
+            progress.view,
             request=request,
-            layout=layout,
-            slice_index=slice_index,
-            current=current,
-            wanted=wanted,
-            excluded=_other_slices_nodes(by_slice, slice_index) if layout.span else frozenset(),
+            slice_index=index,
+            wanted=pods,
+            excluded=progress.excluded(index),
         )
         if isinstance(outcome, NotPlaced):
-            message = messages.in_slice(
-                outcome.message, slice_index=slice_index, slices=layout.slices
-            )
-            return NotPlaced(domain=request.domain, reason=outcome.reason, message=message)
-        by_slice[slice_index], slice_placement = outcome
-        placed.append(slice_placement)
-        if slice_index + 1 < layout.slices:
-            working = working.with_domain(request.domain, by_slice.values())
-    return Placement(
-        domain=request.domain,
-        slices=tuple(placed),
-        reservations=tuple(by_slice[index] for index in sorted(by_slice)),
-    )
+            return progress.failed(outcome, index)
+        progress.add(outcome)
+    return None
 
 
-def _place_slice(
-    view: ClusterView,
-    *,
-    request: GangRequest,
-    layout: SliceLayout,
-    slice_index: int,
-    current: Reservation | None,
-    wanted: int,
-    excluded: frozenset[str],
-) -> Placed | NotPlaced:
-    if current is not None:
-        return _grow(view, current, wanted=wanted, span=layout.span, excluded=excluded)
-    return _place_new(
-        view,
+def _cut_into_fewest(progress: _Progress, pods: int) -> NotPlaced | None:
+    request = progress.request
+    gpus = request.gpus_per_pod
+    cut = fewest_slices(progress.view, domain=request.domain, pods=pods, gpus_per_pod=gpus)
+    if isinstance(cut, Shortfall):
+        return _short(progress.view, request=request, pods=pods, shortfall=cut)
+    progress.slices += len(cut.full) + 1
+    before = progress.view  # each full slice is in a clique of its own: one view serves them all
+    for clique in cut.full:
+        state = before.clique(clique)
+        assert state is not None  # the cut was made on this very view
+        index = progress.next_index()
+        progress.add(_fill_into(state, request, slice_index=index, pods=state.capacity(gpus)))
+    index = progress.next_index()
+    # The last slice goes to another clique than the full ones, so the view before them serves.
+    outcome = _place_new(
+        before,
         request=request,
-        slice_index=slice_index,
-        wanted=wanted,
-        span=layout.span,
-        excluded=excluded,
+        slice_index=index,
+        wanted=cut.rest,
+        excluded=frozenset(),
+        skip=frozenset(cut.full),
     )
+    if isinstance(outcome, NotPlaced):  # pragma: no cover - the cut left a clique with room
+        return progress.failed(outcome, index)
+    progress.add(outcome)
+    return None
+
+
+def _fill_into(
+    state: CliqueState, request: GangRequest, *, slice_index: int, pods: int
+) -> SliceOutcome:
+    """A new slice of ``pods`` pods in ``state``, which has room for them."""
+    steps = plan_fill(state, pods=pods, gpus_per_pod=request.gpus_per_pod)
+    assert steps is not None
+    channel = state.channel_for(request.domain)
+    assert channel is not None
+    placed = materialize(state, steps, hosting=frozenset())
+    return _new_slice(state, request, slice_index=slice_index, channel=channel, placed=placed)
+
+
+def _new_slice(
+    state: CliqueState,
+    request: GangRequest,
+    *,
+    slice_index: int,
+    channel: int,
+    placed: Mapping[int, int],
+) -> SliceOutcome:
+    """A new slice in ``state`` on ``channel`` with ``placed`` pods per node index."""
+    base = Reservation(
+        domain=request.domain,
+        slice_index=slice_index,
+        clique=state.id,
+        channel=channel,
+        gpus_per_pod=request.gpus_per_pod,
+    )
+    return _result(state, base=base, placed=placed)
+
+
+def _short(
+    view: ClusterView, *, request: GangRequest, pods: int, shortfall: Shortfall
+) -> NotPlaced:
+    gpus = request.gpus_per_pod
+    empty = sum(state.size_capacity(gpus)[0] for state in view.cliques)
+    if empty < pods:
+        message = messages.larger_than_cluster(
+            pods=pods, gpus_per_pod=gpus, room=empty, cliques=len(view.cliques)
+        )
+        return _not_placed(request.domain, Reason.LARGER_THAN_CLUSTER, message)
+    message = messages.no_room_together(
+        pods=pods, gpus_per_pod=gpus, room=shortfall.room, cliques=shortfall.cliques
+    )
+    return _not_placed(request.domain, Reason.INSUFFICIENT_CAPACITY, message)
 
 
 def _place_new(
@@ -104,11 +254,12 @@ def _place_new(
     request: GangRequest,
     slice_index: int,
     wanted: int,
-    span: int | None,
     excluded: frozenset[str],
-) -> Placed | NotPlaced:
-    """A new slice: the best-scoring clique with room and a channel."""
+    skip: frozenset[str] = frozenset(),
+) -> SliceOutcome | NotPlaced:
+    """A new slice: the best-scoring clique with room and a channel (not one of ``skip``)."""
     gpus = request.gpus_per_pod
+    span = request.span
     shapes = view.pod_shapes
     best: tuple[Score, CliqueState, dict[int, int] | None, int] | None = None
     most_room: tuple[int, int, str] | None = None
@@ -120,12 +271,13 @@ def _place_new(
                 view,
                 request=request,
                 wanted=wanted,
-                span=span,
                 most_room=most_room,
                 channel_blocked=False,
             )
     channel_blocked = False
     for state in view.cliques:
+        if state.id in skip:
+            continue
         placed_nodes: dict[int, int] | None = None
         if span is None:
             if state.capacity(gpus) < wanted:
@@ -153,26 +305,13 @@ def _place_new(
             view,
             request=request,
             wanted=wanted,
-            span=span,
             most_room=most_room,
             channel_blocked=channel_blocked,
         )
     _, state, placed_nodes, channel = best
     if placed_nodes is None:
-        steps = plan_fill(state, pods=wanted, gpus_per_pod=gpus)
-        assert steps is not None  # the clique was scored on this very plan
-        placed_nodes = materialize(state, steps, hosting=frozenset())
-    return _result(
-        state,
-        base=Reservation(
-            domain=request.domain,
-            slice_index=slice_index,
-            clique=state.id,
-            channel=channel,
-            gpus_per_pod=gpus,
-        ),
-        placed=placed_nodes,
-    )
+        return _fill_into(state, request, slice_index=slice_index, pods=wanted)
+    return _new_slice(state, request, slice_index=slice_index, channel=channel, placed=placed_nodes)
 
 
 def _grow(
@@ -182,7 +321,7 @@ def _grow(
     wanted: int,
     span: int | None,
     excluded: frozenset[str],
-) -> Placed | NotPlaced:
+) -> SliceOutcome | NotPlaced:
     """More pods for a slice that already has a clique: there, or nowhere."""
     gpus = current.gpus_per_pod
     state = view.clique(current.clique)
@@ -190,7 +329,7 @@ def _grow(
         return _not_placed(
             current.domain,
             Reason.CLIQUE_UNAVAILABLE,
-            f"the domain's clique {current.clique} is no longer in the cluster",
+            f"the slice's clique {current.clique} is no longer in the cluster",
         )
     existing = {share.node: share.pods for share in current.shares}
     if span is None:
@@ -201,14 +340,14 @@ def _grow(
             return _not_placed(
                 current.domain,
                 Reason.INVALID_REQUEST,
-                f"the domain already spans {len(existing)} nodes in clique {current.clique}, "
+                f"the slice already spans {len(existing)} nodes in clique {current.clique}, "
                 f"more than the {span} it asks for",
             )
         if wanted < span - len(existing):
             return _not_placed(
                 current.domain,
                 Reason.INVALID_REQUEST,
-                f"{messages.pods_of(wanted, gpus)} more cannot take the domain from "
+                f"{messages.pods_of(wanted, gpus)} more cannot take the slice from "
                 f"{len(existing)} to {span} nodes",
             )
         offer = span_room(state, gpus_per_pod=gpus, existing=existing, span=span, excluded=excluded)
@@ -226,11 +365,11 @@ def _why_not(
     *,
     request: GangRequest,
     wanted: int,
-    span: int | None,
     most_room: tuple[int, int, str] | None,
     channel_blocked: bool,
 ) -> NotPlaced:
     gpus = request.gpus_per_pod
+    span = request.span
     largest = view.largest_clique(gpus)
     if largest is not None and (largest[0] < wanted or (span is not None and largest[1] < span)):
         message = messages.larger_than_any(
@@ -258,7 +397,7 @@ def _why_not(
     return _not_placed(request.domain, Reason.INSUFFICIENT_CAPACITY, message)
 
 
-def _result(state: CliqueState, *, base: Reservation, placed: Mapping[int, int]) -> Placed:
+def _result(state: CliqueState, *, base: Reservation, placed: Mapping[int, int]) -> SliceOutcome:
     """The slice's reservation with ``placed`` added, and where its new pods go."""
     position = {node.name: index for index, node in enumerate(state.nodes)}
     counts = {share.node: share.pods for share in base.shares}
@@ -280,16 +419,6 @@ def _result(state: CliqueState, *, base: Reservation, placed: Mapping[int, int])
     )
     return reservation, SlicePlacement(
         slice_index=base.slice_index, clique=base.clique, channel=base.channel, pod_nodes=pod_nodes
-    )
-
-
-def _other_slices_nodes(by_slice: Mapping[int, Reservation], slice_index: int) -> frozenset[str]:
-    """Nodes of the domain's other slices: with a span, slices never share a node."""
-    return frozenset(
-        share.node
-        for index, reservation in by_slice.items()
-        if index != slice_index
-        for share in reservation.shares
     )
 
 

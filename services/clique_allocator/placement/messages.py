@@ -41,15 +41,30 @@ def larger_than_any(
 ) -> str:
     room, nodes, clique = largest
     need = pods_of(pods, gpus_per_pod) + (f" on {span} nodes" if span else "")
+    advice = "spread them over fewer nodes" if span else "use a smaller slice size"
     return (
         f"{need} exceed every clique even when empty: the largest, {clique}, takes {room} "
-        f"such pods on {nodes} nodes; set a slice size to span cliques"
+        f"such pods on {nodes} nodes; {advice}"
+    )
+
+
+def larger_than_cluster(*, pods: int, gpus_per_pod: int, room: int, cliques: int) -> str:
+    return (
+        f"{pods_of(pods, gpus_per_pod)} exceed the whole cluster even when empty: its "
+        f"{cliques} clique{_plural(cliques)} take {room} such pods in all"
+    )
+
+
+def no_room_together(*, pods: int, gpus_per_pod: int, room: int, cliques: int) -> str:
+    return (
+        f"the cliques together have room for {room} of {pods_of(pods, gpus_per_pod)} now "
+        f"({cliques} clique{_plural(cliques)} with room)"
     )
 
 
 def clique_full(*, clique: str, pods: int, gpus_per_pod: int, room: int) -> str:
     return (
-        f"the domain stays in clique {clique}, which has room for {room} of "
+        f"the slice stays in clique {clique}, which has room for {room} of "
         f"{pods_of(pods, gpus_per_pod)} more"
     )
 

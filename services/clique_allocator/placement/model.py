@@ -83,17 +83,32 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
         return self.pods * self.gpus_per_pod
 
 
-class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """What a domain wants in total; the engine places the difference to what it already holds.
+class SliceTarget(msgspec.Struct, frozen=True, kw_only=True):
+    """Pods one slice the domain already holds must hold: more than now grows it, in its clique."""
 
-    ``pods`` is the gang's whole size (not an increment), so asking again with the same request
-    is harmless. ``slice_pods`` splits a gang larger than a clique into slices of that many pods,
-    each slice inside one clique. ``num_nodes`` (the ComputeDomain's ``spec.numNodes``) is the
-    number of distinct nodes the domain must span; with slices it is shared evenly among them.
+    slice_index: NonNegative
+    pods: NonNegative
+
+
+class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a domain wants beyond what it holds; the engine places it all or nothing.
+
+    - ``targets``: for slices the domain holds, the pods each must hold (a slice not listed
+      keeps what it has). A slice grows in its own clique or not at all.
+    - ``new_pods``: pods of ranks beyond every slice the domain holds, for new slices.
+    - ``slice_pods``: the size of new slices (the last one smaller when ``new_pods`` is not a
+      multiple). None: new pods that fit the largest clique go to one slice (waiting for room
+      there if none has it now), and more are cut into the fewest slices that fit now.
+    - ``extend_last``: before any new slice opens, the domain's last slice takes as many of the
+      new pods as its clique has room for (automatic slicing of a gang larger than a clique).
+    - ``span``: every slice spreads over exactly this many distinct nodes, and slices never
+      share a node (the ComputeDomain's ``spec.gang.nodes``, shared evenly among slices).
     """
 
     domain: str
-    pods: NonNegative
     gpus_per_pod: Positive
+    targets: tuple[SliceTarget, ...] = ()
+    new_pods: NonNegative = 0
     slice_pods: Positive | None = None
-    num_nodes: Positive | None = None
+    extend_last: bool = False
+    span: Positive | None = None

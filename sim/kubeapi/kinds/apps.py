@@ -363,6 +363,20 @@ def _job_status(o: Obj) -> str:
     return "Running"
 
 
+def _elastic(new: Obj, old: Obj) -> bool:
+    """An elastic Indexed Job (Kubernetes 1.31 GA): completions may change together with
+    parallelism while the two stay equal."""
+
+    def equal(obj: Obj) -> bool:
+        spec = obj.get("spec") or {}
+        return spec.get("completions") is not None and spec.get("completions") == spec.get(
+            "parallelism"
+        )
+
+    indexed = get(new, "spec", "completionMode") == "Indexed"
+    return indexed and equal(new) and equal(old)
+
+
 class JobStrategy(Strategy):
     status_subresource = True
     has_generation = True
@@ -431,7 +445,9 @@ class JobStrategy(Strategy):
 
         if comparable(new_template) != comparable(old_template):
             out.append(errors.immutable("spec.template", new_template))
-        if get(new, "spec", "completions") != get(old, "spec", "completions"):
+        if get(new, "spec", "completions") != get(old, "spec", "completions") and not _elastic(
+            new, old
+        ):
             out.append(errors.immutable("spec.completions", get(new, "spec", "completions")))
         return out
 

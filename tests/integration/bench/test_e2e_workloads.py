@@ -1,5 +1,6 @@
 """The end-to-end benchmark's scenarios: the seed scenario is the shipped example, every scenario
-fits the benchmark's cluster the way it claims to, and the manifests as the benchmark writes them
+fits the benchmark's cluster the way it claims to, the slice check accepts the expected
+Placement and names what is wrong with others, and the manifests as the benchmark writes them
 are accepted by ``kubectl apply`` against the API emulator with cdo's CRDs installed (schema and
 CEL rules included)."""
 
@@ -16,7 +17,9 @@ import pytest
 import yaml
 
 from bench._e2e_fault import Recovery
+from bench._e2e_probe import slice_problems
 from bench._e2e_workloads import (
+    JOB_COMPLETION_INDEX,
     Manifest,
     Scenario,
     compute_domain,
@@ -26,17 +29,26 @@ from bench._e2e_workloads import (
     render,
     seed,
     slices,
+    whole_cluster,
 )
-from bench.e2e import SIZES, Samples, report, scenarios
-from shared.crds import COMPUTE_DOMAINS, ComputeDomain, install_crds
+from bench.e2e import ROLES, SIZES, Samples, report, scenarios
+from shared.crds import (
+    COMPUTE_DOMAINS,
+    ComputeDomain,
+    PlacementSlice,
+    PlacementSpec,
+    install_crds,
+)
+from shared.crds.placement import PlacedPod, SliceMember
 from shared.kube.client import KubeClient
+from shared.kube.models import Pod
 from sim.kubeapi import KubeServer, serve
 from sim.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "deploy" / "examples"
 KUBECTL = Path(sys.executable).parent / "kubectl"
-SCENARIOS = [seed(), gpu72(), slices(), fault_target()]
+SCENARIOS = [seed(), gpu72(), slices(), whole_cluster(), fault_target()]
 
 
 def without_namespace(manifest: Manifest) -> Manifest:
@@ -44,8 +56,19 @@ def without_namespace(manifest: Manifest) -> Manifest:
     return {**manifest, "metadata": metadata}
 
 
-def deployments(scenario: Scenario) -> list[Manifest]:
-    return [m for m in scenario.manifests if m["kind"] == "Deployment"]
+def workloads(scenario: Scenario) -> list[Manifest]:
+    return [m for m in scenario.manifests if m["kind"] in ("Deployment", "Job")]
+
+
+def pods_of(workload: Manifest) -> int:
+    spec = workload["spec"]
+    return int(spec["replicas"] if workload["kind"] == "Deployment" else spec["parallelism"])
+
+
+def gang_of(scenario: Scenario) -> Manifest | None:
+    (domain,) = [m for m in scenario.manifests if m["kind"] == "ComputeDomain"]
+    gang: Manifest | None = domain["spec"].get("gang")
+    return gang
 
 
 def test_the_seed_scenario_is_the_shipped_example() -> None:
@@ -61,36 +84,68 @@ def test_a_scenario_asks_for_what_it_says(scenario: Scenario) -> None:
     assert {m["metadata"]["namespace"] for m in scenario.manifests} == {scenario.namespace}
     domains = [m["metadata"]["name"] for m in scenario.manifests if m["kind"] == "ComputeDomain"]
     assert tuple(domains) == scenario.domains
-    replicas = sum(d["spec"]["replicas"] for d in deployments(scenario))
-    assert replicas == scenario.pods
-    for deployment in deployments(scenario):
-        pod = deployment["spec"]["template"]["spec"]
+    assert sum(pods_of(workload) for workload in workloads(scenario)) == scenario.pods
+    for workload in workloads(scenario):
+        pod = workload["spec"]["template"]["spec"]
         (container,) = pod["containers"]
         assert container["resources"]["limits"]["nvidia.com/gpu"] == scenario.gpus_per_pod
         (claim,) = pod["resourceClaims"]
         assert claim["resourceClaimTemplateName"] in {f"{d}-rct" for d in scenario.domains}
 
 
+def test_the_multi_clique_scenarios_are_indexed_jobs_of_one_domain() -> None:
+    for scenario in (slices(), whole_cluster()):
+        (job,) = workloads(scenario)
+        assert job["kind"] == "Job"
+        spec = job["spec"]
+        assert spec["completionMode"] == "Indexed"
+        assert spec["completions"] == spec["parallelism"] == scenario.pods
+        assert spec["template"]["spec"]["restartPolicy"] == "Never"
+        assert len(scenario.domains) == 1
+    # The gang is the Job's parallelism; (c) asks for slices of 64, (d) leaves the cut to the
+    # allocator.
+    assert gang_of(slices()) == {"sliceSize": 64}
+    assert gang_of(whole_cluster()) is None
+
+
 @pytest.mark.parametrize("size", sorted(SIZES))
-def test_each_slice_gets_a_clique_of_its_own_and_every_scenario_fits(size: str) -> None:
+def test_every_scenario_fits_the_cluster_and_the_slices_land_a_clique_each(size: str) -> None:
     chosen = SIZES[size]
     cliques = load_topology(chosen.topology).cliques
     clique_gpus = [sum(len(node.gpus) for node in nodes) for nodes in cliques.values()]
+    assert len(clique_gpus) == chosen.cliques
     built = scenarios(chosen)
+    assert set(built) | {"fault"} == set(ROLES)
+
     sliced = built["slices"]
-    per_slice = sliced.gpus // len(sliced.domains)
-    # As many cliques as slices, and no clique can hold two slices: each lands in its own.
-    assert len(clique_gpus) == len(sliced.domains) == chosen.slices
-    assert all(per_slice <= gpus < 2 * per_slice for gpus in clique_gpus)
-    gangs = [m["spec"]["gang"]["size"] for m in sliced.manifests if m["kind"] == "ComputeDomain"]
-    assert gangs == [64] * chosen.slices
+    assert sliced.slice_sizes == (64,) * chosen.cliques
+    assert sum(sliced.slice_sizes) == sliced.pods
+    # No clique can hold two slices of 64 one-GPU pods: each lands in a clique of its own.
+    assert all(64 <= gpus < 2 * 64 for gpus in clique_gpus)
+
+    whole = built["whole"]
+    assert whole.gpus == sum(clique_gpus)
+    # The fewest slices that fit: one per clique, each filling its clique's GPUs.
+    assert [size * whole.gpus_per_pod for size in whole.slice_sizes] == clique_gpus
+
     for single in (built["seed"], built["gpu72"], fault_target()):
         assert single.gpus <= max(clique_gpus)
+        assert not single.slice_sizes
 
 
-def test_the_full_size_is_the_issues_256_pods() -> None:
-    sliced = scenarios(SIZES["full"])["slices"]
-    assert (sliced.key, sliced.pods, len(sliced.domains)) == ("slices256", 256, 4)
+def test_the_full_size_is_the_issues_256_pods_and_the_whole_288_gpus() -> None:
+    built = scenarios(SIZES["full"])
+    sliced, whole = built["slices"], built["whole"]
+    assert (sliced.key, sliced.pods, sliced.slice_sizes) == ("slices256", 256, (64,) * 4)
+    assert (whole.key, whole.pods, whole.gpus, whole.slice_sizes) == (
+        "whole_cluster",
+        72,
+        288,
+        (18,) * 4,
+    )
+    small = scenarios(SIZES["small"])
+    assert (small["slices"].key, small["slices"].pods) == ("slices128", 128)
+    assert (small["whole"].pods, small["whole"].slice_sizes) == (36, (18, 18))
 
 
 def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None:
@@ -99,6 +154,7 @@ def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None
         [
             Samples(built["seed"], [2.5, 1.9, 2.1]),
             Samples(built["slices"], [9.0, 120.0], timeouts=1),
+            Samples(built["whole"], [4.0, 6.0, 5.0]),
         ],
         [Recovery(node="n", replacement_node="m", degraded_s=0.5, recovered_s=0.8)],
         nodes=72,
@@ -106,11 +162,111 @@ def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None
     )
     assert lines[-1] == (
         "RESULT seed_p50_s=2.10 gpu72_p50_s=0.00 slices256_p50_s=64.50 "
-        "fault_recovered_s=0.80 anchor_256_s=480"
+        "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 anchor_256_s=480"
     )
     assert any(">=64.50" in line and "~480 s" in line for line in lines)
     assert "target seed < 3 s: met (p50 2.10 s)" in lines
     assert "target slices256 < 10 s: MISSED (p50 64.50 s)" in lines
+    assert "target whole_cluster < 10 s: met (p50 5.00 s)" in lines
+    (whole_row,) = [line for line in lines if line.startswith("(d)")]
+    assert "5.00" in whole_row and "< 10 s" in whole_row
+
+
+# -- the slice check ------------------------------------------------------------------------
+
+
+def indexed_pod(index: int, node: str, *, name: str = "") -> Pod:
+    """A running pod of an Indexed Job, ``job-<index>`` unless ``name`` says otherwise."""
+    return msgspec.convert(
+        {
+            "metadata": {
+                "name": name or f"job-{index}",
+                "namespace": "ns",
+                "labels": {JOB_COMPLETION_INDEX: str(index)},
+            },
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running"},
+        },
+        Pod,
+    )
+
+
+def placement_of(sizes: list[int], *, cliques: list[str] | None = None) -> PlacementSpec:
+    """Slices of ``sizes`` one-GPU pods, ranks from 0, four pods per node, pod ``job-<rank>``."""
+    pieces = []
+    first_rank = 0
+    for index, size in enumerate(sizes):
+        members = [
+            SliceMember(
+                node=f"c{index}-n{start // 4}",
+                slot=start // 4,
+                gpus=4,
+                pods=tuple(
+                    PlacedPod(name=f"job-{first_rank + r}", rank=first_rank + r)
+                    for r in range(start, min(start + 4, size))
+                ),
+            )
+            for start in range(0, size, 4)
+        ]
+        clique = cliques[index] if cliques is not None else f"uuid.{index}"
+        pieces.append(
+            PlacementSlice(
+                index=index,
+                clique=clique,
+                channel=1,
+                first_rank=first_rank,
+                size=size,
+                members=tuple(members),
+            )
+        )
+        first_rank += size
+    return PlacementSpec(gpus_per_pod=1, size=first_rank, slices=tuple(pieces))
+
+
+def running_pods(spec: PlacementSpec) -> list[Pod]:
+    return [
+        indexed_pod(placed.rank, member.node)
+        for piece in spec.all_slices
+        for member in piece.members
+        for placed in member.pods
+    ]
+
+
+def test_the_slice_check_accepts_the_expected_slices() -> None:
+    scenario = slices(pods=128)
+    spec = placement_of([64, 64])
+    assert slice_problems(scenario, spec, running_pods(spec)) == []
+
+
+def test_the_slice_check_names_what_differs() -> None:
+    scenario = slices(pods=128)
+    one_clique = placement_of([64, 64], cliques=["uuid.0", "uuid.0"])
+    assert slice_problems(scenario, one_clique, running_pods(one_clique)) == [
+        "slices share cliques: ['uuid.0', 'uuid.0']"
+    ]
+    uneven = placement_of([72, 56])
+    assert slice_problems(scenario, uneven, running_pods(uneven)) == [
+        "slice sizes [72, 56], expected [64, 64]"
+    ]
+    spec = placement_of([64, 64])
+    wrong = [
+        indexed_pod(3, "c1-n1"),
+        indexed_pod(6, "c0-n1", name="job-5"),
+        indexed_pod(999, "c0-n0"),
+    ]
+    assert slice_problems(scenario, spec, wrong) == [
+        "pod job-3 runs on c1-n1, seated on c0-n0",
+        "pod job-5 (index 6) sits at rank 5 in slice 0",
+        "pod job-999 is seated in no slice",
+    ]
+    short = placement_of([64, 64])
+    first, second = short.slices
+    second = msgspec.structs.replace(second, first_rank=65, members=second.members[1:])
+    short = msgspec.structs.replace(short, slices=(first, second))
+    assert slice_problems(scenario, short, []) == [
+        "slice 1 starts at rank 65, expected 64",
+        "slice 1 seats 60 of 64 pods",
+    ]
 
 
 # -- against the API emulator ---------------------------------------------------------------
@@ -169,8 +325,11 @@ async def test_kubectl_apply_accepts_every_scenario_as_the_bench_writes_it(
         await client.close()
     for scenario in SCENARIOS:
         assert tuple(sorted(d.metadata.name for d in stored[scenario.key])) == scenario.domains
-    gangs = {d.spec.gang.size for d in stored["slices256"] if d.spec.gang is not None}
-    assert gangs == {64}
+    (sliced,) = stored["slices256"]
+    assert sliced.spec.gang is not None
+    assert (sliced.spec.gang.size, sliced.spec.gang.slice_size) == (None, 64)
+    (whole,) = stored["whole_cluster"]
+    assert whole.spec.gang is None
 
 
 async def test_the_crd_schema_is_enforced_on_what_the_builders_could_get_wrong(
@@ -178,7 +337,11 @@ async def test_the_crd_schema_is_enforced_on_what_the_builders_could_get_wrong(
 ) -> None:
     await apply(kube, tmp_path, (namespace_manifest("bad"),))
     path = tmp_path / "bad.yaml"
-    path.write_text(render((compute_domain("bad-gang", "bad", gang_size=0),)))
-    code, out = await kubectl(kube, "apply", "-f", str(path))
-    assert code != 0
-    assert "spec.gang.size" in out
+    for bad, field in (
+        (compute_domain("bad-gang", "bad", gang_size=0), "spec.gang.size"),
+        (compute_domain("bad-slices", "bad", slice_size=0), "spec.gang.sliceSize"),
+    ):
+        path.write_text(render((bad,)))
+        code, out = await kubectl(kube, "apply", "-f", str(path))
+        assert code != 0
+        assert field in out

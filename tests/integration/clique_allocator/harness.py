@@ -32,6 +32,7 @@ from shared.crds.names import (
     PLACED_CONDITION,
     PLACEMENT_GATE,
 )
+from shared.crds.placement import PlacementSpec, SliceMember
 from shared.events import CliqueCapacity, Event
 from shared.events.subjects import CLIQUE_CAPACITY, CLIQUE_SNAPSHOT
 from shared.kube.client import KubeClient
@@ -350,8 +351,10 @@ class Api:
         gpus: int = 4,
         owner: tuple[str, str] | None = None,
         namespace: str = NAMESPACE,
+        pinned_to: str | None = None,
     ) -> Pod:
-        """A pod as a workload controller creates it (the webhook, if registered, may gate it)."""
+        """A pod as a workload controller creates it (the webhook, if registered, may gate it);
+        ``pinned_to``: as an allocator left it, with the nodeSelector of its node."""
         spec: dict[str, Any] = {
             "containers": [
                 {
@@ -365,6 +368,8 @@ class Api:
             spec["resourceClaims"] = [{"name": "channel", "resourceClaimTemplateName": template}]
         elif claim_name is not None:
             spec["resourceClaims"] = [{"name": "channel", "resourceClaimName": claim_name}]
+        if pinned_to is not None:
+            spec["nodeSelector"] = {HOSTNAME_LABEL: pinned_to}
         metadata: dict[str, Any] = {"name": name, "namespace": namespace}
         if owner is not None:
             rs_name, uid = owner
@@ -462,25 +467,38 @@ def placed_condition(pod: Pod) -> tuple[str, str] | None:
 
 
 def check_no_double_booking(placements: Sequence[Placement], gpus_per_node: int = 4) -> None:
-    """Every node holds at most its GPUs over all Placements; every pod is on one node;
-    channels are unique per clique."""
+    """Every node holds at most its GPUs over all Placements; every pod is on one node; a
+    channel of a clique belongs to one domain, and a domain has one channel per clique."""
     used: dict[str, int] = {}
     seen_pods: set[tuple[str, str]] = set()
-    channels: set[tuple[str, int]] = set()
+    owners: dict[tuple[str, int], str] = {}
     for placement in placements:
         spec = placement.spec
-        channel = (spec.clique, spec.channel)
-        assert channel not in channels, f"channel {channel} used twice"
-        channels.add(channel)
-        for member in spec.members:
-            used[member.node] = used.get(member.node, 0) + member.gpus
-            assert len(member.pods) <= member.gpus // spec.gpus_per_pod
-            for pod in member.pods:
-                key = (placement.metadata.namespace, pod)
-                assert key not in seen_pods, f"pod {key} recorded twice"
-                seen_pods.add(key)
+        channel_here: dict[str, int] = {}
+        for piece in spec.all_slices:
+            channel = (piece.clique, piece.channel)
+            owner = owners.setdefault(channel, placement.key)
+            assert owner == placement.key, f"channel {channel} used by {owner} and {placement.key}"
+            assert channel_here.setdefault(piece.clique, piece.channel) == piece.channel
+            for member in piece.members:
+                used[member.node] = used.get(member.node, 0) + member.gpus
+                assert len(member.pods) <= member.gpus // spec.gpus_per_pod
+                for pod in member.pods:
+                    key = (placement.metadata.namespace, pod.name)
+                    assert key not in seen_pods, f"pod {key} recorded twice"
+                    seen_pods.add(key)
     over = {node: gpus for node, gpus in used.items() if gpus > gpus_per_node}
     assert not over, f"nodes over-committed: {over}"
+
+
+def members(spec: PlacementSpec) -> list[SliceMember]:
+    """Every member node entry of every slice."""
+    return [member for piece in spec.all_slices for member in piece.members]
+
+
+def pod_nodes(spec: PlacementSpec) -> dict[str, str]:
+    """Each seated pod's node."""
+    return {pod.name: member.node for member in members(spec) for pod in member.pods}
 
 
 def b64(data: bytes) -> str:

@@ -11,6 +11,7 @@ from .harness import (
     CapacityLog,
     check_no_double_booking,
     clique_id,
+    members,
     placed_condition,
 )
 from .test_placement import all_pinned
@@ -58,7 +59,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
     names = await api.create_gated_pods("job", 2, template="job-rct", owner=("job-rs", uid))
     pins = await wait_for(lambda: all_pinned(api, names), timeout=30, what="pinned")
     placement = await api.placement("job")
-    assert placement is not None and placement.spec.clique == clique_id(0)
+    assert placement is not None and placement.spec.slices[0].clique == clique_id(0)
     for name, node in pins.items():
         await api.bind(name, node)
 
@@ -77,7 +78,7 @@ async def test_a_replacement_goes_to_a_healthy_node_of_the_same_clique_or_waits(
     assert moved == {replacement: spare}  # same clique, healthy node; rack 1 stays untouched
     placement = await api.placement("job")
     assert placement is not None
-    assert failed not in {m.node for m in placement.spec.members}
+    assert failed not in {m.node for m in members(placement.spec)}
     check_no_double_booking(await api.placements())
 
     # Another failure with no healthy node left in the clique: the replacement waits.

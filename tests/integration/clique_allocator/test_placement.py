@@ -10,8 +10,10 @@ from .harness import (
     check_no_double_booking,
     clique_id,
     gated,
+    members,
     pinned,
     placed_condition,
+    pod_nodes,
 )
 
 
@@ -34,9 +36,14 @@ async def test_a_gang_is_reserved_whole_pinned_and_recorded(api: Api, allocator:
     placement = await api.placement("train")
     assert placement is not None
     spec = placement.spec
-    assert (spec.clique, spec.gpus_per_pod, spec.size, spec.channel) == (clique_id(0), 4, 4, 0)
-    assert [m.node for m in spec.members] == rack0
-    assert {pod: m.node for m in spec.members for pod in m.pods} == pins
+    assert (spec.slices[0].clique, spec.gpus_per_pod, spec.size, spec.slices[0].channel) == (
+        clique_id(0),
+        4,
+        4,
+        0,
+    )
+    assert [m.node for m in members(spec)] == rack0
+    assert pod_nodes(spec) == pins
     assert placement.metadata.owner_references[0].uid == domain.metadata.uid
     check_no_double_booking(await api.placements())
 
@@ -56,7 +63,7 @@ async def test_gangs_take_separate_racks_and_a_gang_that_cannot_fit_waits_then_l
     await wait_for(lambda: all_pinned(api, pods["a"] + pods["b"]), what="a and b pinned")
     a, b = await api.placement("a"), await api.placement("b")
     assert a is not None and b is not None
-    assert {a.spec.clique, b.spec.clique} == {clique_id(0), clique_id(1)}
+    assert {a.spec.slices[0].clique, b.spec.slices[0].clique} == {clique_id(0), clique_id(1)}
 
     async def c_waits() -> bool:
         found = [await api.pod(name) for name in pods["c"]]
@@ -81,11 +88,11 @@ async def test_gangs_take_separate_racks_and_a_gang_that_cannot_fit_waits_then_l
         await api.delete_pod(name)
     await wait_for(lambda: all_pinned(api, pods["c"]), what="c placed once room appeared")
     c = await api.placement("c")
-    assert c is not None and c.spec.clique == a.spec.clique
+    assert c is not None and c.spec.slices[0].clique == a.spec.slices[0].clique
     after = await api.pod(pods["c"][0])
     assert after is not None and placed_condition(after) == ("True", "Placed")
     released = await api.placement("a")
-    assert released is not None and released.spec.members == () and released.spec.size == 0
+    assert released is not None and members(released.spec) == [] and released.spec.size == 0
     check_no_double_booking(await api.placements())
 
 
@@ -109,7 +116,7 @@ async def test_scaling_releases_and_regrows_in_the_same_clique(
 
     async def shrunk() -> bool:
         placement = await api.placement("elastic")
-        return placement is not None and sum(m.gpus for m in placement.spec.members) == 8
+        return placement is not None and sum(m.gpus for m in members(placement.spec)) == 8
 
     await wait_for(shrunk, what="reservation shrunk to 2 pods")
     # Another domain takes the other rack whole, so regrowth must fit in the first.
@@ -127,7 +134,10 @@ async def test_scaling_releases_and_regrows_in_the_same_clique(
     await wait_for(lambda: all_pinned(api, more), what="regrown")
     grown = await api.placement("elastic")
     assert grown is not None
-    assert grown.spec.clique == first.spec.clique and grown.spec.channel == first.spec.channel
+    assert (
+        grown.spec.slices[0].clique == first.spec.slices[0].clique
+        and grown.spec.slices[0].channel == first.spec.slices[0].channel
+    )
     assert grown.spec.size == 4
-    assert sum(len(m.pods) for m in grown.spec.members) == 4
+    assert grown.spec.placed_pods == 4
     check_no_double_booking(await api.placements())

@@ -1,14 +1,24 @@
-"""The Placement as a durable record: deletion, and a leader killed between reserving and
-pinning."""
+"""The Placement as a durable record: deletion, a leader killed between reserving and pinning,
+and a record of the first release read by this one."""
 
 from __future__ import annotations
 
-from shared.crds import COMPUTE_DOMAINS, Placement
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, Placement
 from sim.kubeapi import KubeServer
 from tests.support.wait import wait_for
 
 from .conftest import AllocatorFactory
-from .harness import Allocator, Api, Tls, check_no_double_booking, gated
+from .harness import (
+    Allocator,
+    Api,
+    Tls,
+    check_no_double_booking,
+    clique_id,
+    gated,
+    members,
+    placed_condition,
+    pod_nodes,
+)
 from .test_placement import all_pinned
 
 
@@ -45,7 +55,7 @@ async def test_a_deleted_domain_keeps_its_placement_until_no_pod_uses_its_claims
 
 async def _recorded(api: Api, name: str, pods: int) -> Placement | None:
     placement = await api.placement(name)
-    if placement is None or sum(len(m.pods) for m in placement.spec.members) < pods:
+    if placement is None or placement.spec.placed_pods < pods:
         return None
     return placement
 
@@ -73,7 +83,7 @@ async def test_a_leader_killed_between_reserving_and_pinning_books_nothing_twice
     reserved = await wait_for(
         lambda: _recorded(api, "big", 4), what="reservation naming every pod's node"
     )
-    assert reserved.spec.size == 4 and sum(m.gpus for m in reserved.spec.members) == 16
+    assert reserved.spec.size == 4 and sum(m.gpus for m in members(reserved.spec)) == 16
     assert all(gated(pod) for pod in await api.pods())
     first.kill()
     emulator.faults.clear()
@@ -90,7 +100,7 @@ async def test_a_leader_killed_between_reserving_and_pinning_books_nothing_twice
     assert after is not None
     assert after.metadata.uid == reserved.metadata.uid
     assert after.spec == reserved.spec  # the restarted leader kept the record as it was
-    assert {pins[name] for name in names} == {m.node for m in reserved.spec.members}
+    assert {pins[name] for name in names} == {m.node for m in members(reserved.spec)}
     assert not {pins[name] for name in names} & {pins[name] for name in more}
     check_no_double_booking(await api.placements())
 
@@ -108,6 +118,82 @@ async def test_a_conflicting_write_is_read_again_and_retried(
     await wait_for(lambda: all_pinned(api, more), what="second pod pinned after a conflict")
     placement = await api.placement("busy")
     assert placement is not None
-    assert sorted(p for m in placement.spec.members for p in m.pods) == sorted(names + more)
+    assert sorted(pod_nodes(placement.spec)) == sorted(names + more)
     assert await allocator.counter("cdo_reconciles_total", result="error") >= 1
+    check_no_double_booking(await api.placements())
+
+
+async def test_a_placement_of_the_first_release_is_honoured_after_an_upgrade(
+    api: Api, start_allocator: AllocatorFactory, tls: Tls
+) -> None:
+    """The previous release recorded one clique per Placement (pods as plain names). The new
+    allocator keeps those reservations, books nothing twice and rewrites them in slices."""
+    rack0 = await api.create_rack(0)
+    await api.create_rack(1)
+    old = await api.create_domain("old")
+    uid = await api.create_replicaset("old-rs", replicas=4)
+    names = [f"old-{index:02d}" for index in range(4)]
+    for name, node in zip(names, rack0, strict=True):
+        await api.create_pod(name, template="old-rct", owner=("old-rs", uid), pinned_to=node)
+        await api.bind(name, node)
+    legacy = {
+        "apiVersion": PLACEMENTS.api_version,
+        "kind": PLACEMENTS.kind,
+        "metadata": {
+            "name": "old",
+            "namespace": "default",
+            "ownerReferences": [
+                {
+                    "apiVersion": COMPUTE_DOMAINS.api_version,
+                    "kind": COMPUTE_DOMAINS.kind,
+                    "name": "old",
+                    "uid": old.metadata.uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "clique": clique_id(0),
+            "channel": 0,
+            "gpusPerPod": 4,
+            "size": 4,
+            "members": [
+                {"node": node, "slot": slot, "gpus": 4, "pods": [name]}
+                for slot, (name, node) in enumerate(zip(names, rack0, strict=True))
+            ],
+        },
+    }
+    await api.client.create(PLACEMENTS, legacy, namespace="default")
+
+    allocator = start_allocator()
+    await allocator.wait_ready()
+    await api.register_webhook(tls, allocator.webhook_port)
+    await api.create_domain("new")
+    new_uid = await api.create_replicaset("new-rs", replicas=4)
+    fresh = await api.create_gated_pods("new", 4, template="new-rct", owner=("new-rs", new_uid))
+    await api.create_domain("extra")
+    extra_uid = await api.create_replicaset("extra-rs", replicas=1)
+    late = await api.create_gated_pods(
+        "extra", 1, template="extra-rct", owner=("extra-rs", extra_uid)
+    )
+
+    pins = await wait_for(lambda: all_pinned(api, fresh), what="the new domain pinned")
+    assert {pins[name] for name in fresh}.isdisjoint(rack0)
+
+    async def late_waits() -> bool:
+        conditions = {placed_condition(p) for p in await api.pods() if p.metadata.name in late}
+        return conditions == {("False", "InsufficientCapacity")}
+
+    await wait_for(late_waits, what="a third domain waiting: the old record's GPUs are taken")
+
+    async def rewritten() -> Placement | None:
+        found = await api.placement("old")
+        return found if found is not None and found.spec.slices else None
+
+    after = await wait_for(rewritten, what="the old record rewritten in slices")
+    assert (after.spec.clique, after.spec.channel, after.spec.members) == ("", None, ())
+    (piece,) = after.spec.slices
+    assert (piece.clique, piece.channel, piece.size) == (clique_id(0), 0, 4)
+    assert pod_nodes(after.spec) == dict(zip(names, rack0, strict=True))
+    assert sorted(p.rank for m in piece.members for p in m.pods) == [0, 1, 2, 3]
     check_no_double_booking(await api.placements())

@@ -45,6 +45,37 @@ def domain_manifest(
     return body
 
 
+class Slice(msgspec.Struct, frozen=True, kw_only=True):
+    """One slice of a Placement the tests write: its clique, channel and (node, pods)."""
+
+    clique: str
+    channel: int
+    members: Sequence[tuple[str, Sequence[str]]]
+
+
+def placement_body(domain: ComputeDomain, spec: dict[str, Any]) -> dict[str, Any]:
+    """A Placement of ``domain`` (same name, owner reference to it) with ``spec``."""
+    return {
+        "apiVersion": PLACEMENTS.api_version,
+        "kind": PLACEMENTS.kind,
+        "metadata": {
+            "name": domain.metadata.name,
+            "namespace": NAMESPACE,
+            "ownerReferences": [
+                {
+                    "apiVersion": COMPUTE_DOMAINS.api_version,
+                    "kind": COMPUTE_DOMAINS.kind,
+                    "name": domain.metadata.name,
+                    "uid": domain.metadata.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
 class CoreEvent(KubeObject, frozen=True, kw_only=True):
     reason: str = ""
     message: str = ""
@@ -101,41 +132,70 @@ class Cluster:
         gpus_per_pod: int = 4,
         size: int | None = None,
     ) -> None:
-        """Write the Placement as the allocator does: members are (node, pod names)."""
-        body = {
-            "apiVersion": PLACEMENTS.api_version,
-            "kind": PLACEMENTS.kind,
-            "metadata": {
-                "name": domain.metadata.name,
-                "namespace": NAMESPACE,
-                "ownerReferences": [
-                    {
-                        "apiVersion": COMPUTE_DOMAINS.api_version,
-                        "kind": COMPUTE_DOMAINS.kind,
-                        "name": domain.metadata.name,
-                        "uid": domain.metadata.uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {
-                "clique": CLIQUE,
-                "channel": channel,
-                "gpusPerPod": gpus_per_pod,
-                "size": sum(len(pods) for _, pods in members) if size is None else size,
-                "members": [
-                    {
-                        "node": node,
-                        "slot": slot,
-                        "gpus": gpus_per_pod * len(pods),
-                        "pods": list(pods),
-                    }
-                    for slot, (node, pods) in enumerate(members)
-                ],
-            },
+        """Write a one-slice Placement as the allocator does: members are (node, pod names)."""
+        await self.place_slices(
+            domain,
+            [Slice(clique=CLIQUE, channel=channel, members=members)],
+            gpus_per_pod=gpus_per_pod,
+            size=size,
+        )
+
+    async def place_slices(
+        self,
+        domain: ComputeDomain,
+        slices: Sequence[Slice],
+        *,
+        gpus_per_pod: int = 4,
+        size: int | None = None,
+    ) -> None:
+        """Write the Placement as the allocator does: the slices in order, ranks consecutive
+        from 0, each slice holding room for exactly its pods."""
+        written: list[dict[str, Any]] = []
+        rank = 0
+        for index, piece in enumerate(slices):
+            first = rank
+            members = []
+            for slot, (node, pods) in enumerate(piece.members):
+                placed = []
+                for name in pods:
+                    placed.append({"name": name, "rank": rank})
+                    rank += 1
+                members.append(
+                    {"node": node, "slot": slot, "gpus": gpus_per_pod * len(pods), "pods": placed}
+                )
+            written.append(
+                {
+                    "index": index,
+                    "clique": piece.clique,
+                    "channel": piece.channel,
+                    "firstRank": first,
+                    "size": rank - first,
+                    "members": members,
+                }
+            )
+        spec = {
+            "gpusPerPod": gpus_per_pod,
+            "size": rank if size is None else size,
+            "slices": written,
         }
-        await self.client.create(PLACEMENTS, body, namespace=NAMESPACE)
+        await self.client.create(PLACEMENTS, placement_body(domain, spec), namespace=NAMESPACE)
+
+    async def place_legacy(
+        self, domain: ComputeDomain, members: Sequence[tuple[str, Sequence[str]]]
+    ) -> None:
+        """Write a Placement as the first release of the allocator did: one clique, pods as
+        plain names."""
+        spec = {
+            "clique": CLIQUE,
+            "channel": 3,
+            "gpusPerPod": 4,
+            "size": sum(len(pods) for _, pods in members),
+            "members": [
+                {"node": node, "slot": slot, "gpus": 4 * len(pods), "pods": list(pods)}
+                for slot, (node, pods) in enumerate(members)
+            ],
+        }
+        await self.client.create(PLACEMENTS, placement_body(domain, spec), namespace=NAMESPACE)
 
     async def release(self, domain: str) -> None:
         """Delete the Placement, as the allocator does once it has released the domain."""
@@ -143,11 +203,13 @@ class Cluster:
 
     # -- nodes, as kubelet, IMEX agent and health monitor report them ------------------------
 
-    async def create_node(self, name: str, *, address: str, imex: str | None = "True") -> None:
+    async def create_node(
+        self, name: str, *, address: str, imex: str | None = "True", clique: str = CLIQUE
+    ) -> None:
         body = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": {"nvidia.com/gpu.clique": CLIQUE}},
+            "metadata": {"name": name, "labels": {"nvidia.com/gpu.clique": clique}},
             "status": {
                 "addresses": [{"type": "InternalIP", "address": address}],
                 "conditions": [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from shared.crds import install_crds
+from shared.events import DomainMembershipChanged
 from shared.kube.client import KubeClient
 from sim.kubeapi import KubeServer
 from sim.natsserver import free_port
@@ -112,6 +113,32 @@ class Controller:
 
 
 ControllerFactory = Callable[..., Controller]
+
+
+async def step(
+    controller: Controller, membership: MembershipLog, name: str, *, before: int, phase: str
+) -> DomainMembershipChanged:
+    """Wait for the event a change causes, let the controller finish, and check it was the
+    only one and that the KV snapshot says the same."""
+    events = await wait_for(
+        lambda: membership.of(name)[before:] or None, what=f"{phase} event of {name}"
+    )
+    await controller.wait_idle()
+    events = membership.of(name)[before:]
+    assert [e.phase for e in events] == [phase], [(e.phase, e.reason) for e in events]
+    (event,) = events
+    snapshot = await wait_for(
+        lambda: _snapshot_is(membership, name, event), what="KV snapshot of the latest event"
+    )
+    assert snapshot.id == event.id
+    return event
+
+
+async def _snapshot_is(
+    membership: MembershipLog, name: str, event: DomainMembershipChanged
+) -> DomainMembershipChanged | None:
+    snapshot = await membership.snapshot(name)
+    return snapshot if snapshot is not None and snapshot.id == event.id else None
 
 
 @pytest.fixture

@@ -3,37 +3,10 @@
 from __future__ import annotations
 
 from shared.crds import COMPUTE_DOMAINS, ComputeDomain
-from shared.events import DomainMembershipChanged
 from tests.support.wait import wait_for
 
 from .cluster import CLIQUE, NAMESPACE, Cluster, MembershipLog
-from .conftest import Controller
-
-
-async def step(
-    controller: Controller, membership: MembershipLog, name: str, *, before: int, phase: str
-) -> DomainMembershipChanged:
-    """Wait for the event a change causes, let the controller finish, and check it was the
-    only one and that the KV snapshot says the same."""
-    events = await wait_for(
-        lambda: membership.of(name)[before:] or None, what=f"{phase} event of {name}"
-    )
-    await controller.wait_idle()
-    events = membership.of(name)[before:]
-    assert [e.phase for e in events] == [phase], [(e.phase, e.reason) for e in events]
-    (event,) = events
-    snapshot = await wait_for(
-        lambda: _snapshot_is(membership, name, event), what="KV snapshot of the latest event"
-    )
-    assert snapshot.id == event.id
-    return event
-
-
-async def _snapshot_is(
-    membership: MembershipLog, name: str, event: DomainMembershipChanged
-) -> DomainMembershipChanged | None:
-    snapshot = await membership.snapshot(name)
-    return snapshot if snapshot is not None and snapshot.id == event.id else None
+from .conftest import Controller, step
 
 
 async def nothing_new(controller: Controller, membership: MembershipLog, name: str) -> None:
@@ -68,6 +41,10 @@ async def test_each_real_change_is_published_once(
     assert [(m.node, m.index, m.address, m.pods, m.status) for m in ready.members] == [
         ("n1", 0, "10.0.0.1", 2, "Ready"),
         ("n2", 1, "10.0.0.2", 1, "Ready"),
+    ]
+    assert {m.clique for m in ready.members} == {CLIQUE}
+    assert [(s.index, s.clique, s.channel, s.size, s.running) for s in ready.slices] == [
+        (0, CLIQUE, 3, 3, 3)
     ]
 
     # Not changes: a label on the domain, an IMEX heartbeat, an unrelated node.

@@ -60,16 +60,16 @@ def with_channel(**channel: Any) -> dict[str, Any]:
             id="no channel",
         ),
         pytest.param(
-            domain_manifest("d", "d-rct", gang={"size": 10, "sliceSize": 4}),
-            "spec.gang.sliceSize",
-            "spec.gang.size must be a multiple of spec.gang.sliceSize",
-            id="gang not a whole number of slices",
-        ),
-        pytest.param(
-            domain_manifest("d", "d-rct", num_nodes=9, gang={"size": 8}),
-            "spec.numNodes",
+            domain_manifest("d", "d-rct", gang={"size": 8, "nodes": 9}),
+            "spec.gang.nodes",
             "must not exceed spec.gang.size",
             id="more nodes than pods",
+        ),
+        pytest.param(
+            domain_manifest("d", "d-rct", gang={"sliceSize": 0}),
+            "spec.gang.sliceSize",
+            "greater than or equal to 1",
+            id="empty slices",
         ),
         pytest.param(
             domain_manifest("d" * 64, "d-rct"),
@@ -86,6 +86,15 @@ async def test_invalid_specs_are_rejected_naming_the_field(
     assert field in message and words in message, message
 
 
+async def test_what_cdo_no_longer_bounds_is_accepted(cluster: Cluster) -> None:
+    # numNodes is NVIDIA's field and bounds nothing here; a gang need not be whole slices.
+    await cluster.create_domain("many", "many-rct", numNodes=9, gang={"size": 8})
+    await cluster.create_domain("ragged", "ragged-rct", gang={"size": 10, "sliceSize": 4})
+    await cluster.create_domain("spread", "spread-rct", gang={"nodes": 4})
+    for name in ("many", "ragged", "spread"):
+        assert await cluster.domain(name) is not None
+
+
 async def test_template_name_and_allocation_mode_are_immutable(cluster: Cluster) -> None:
     await cluster.create_domain("d", "d-rct", numNodes=2)
     for patch, field in [
@@ -96,7 +105,7 @@ async def test_template_name_and_allocation_mode_are_immutable(cluster: Cluster)
             await cluster.client.patch(COMPUTE_DOMAINS, "d", {"spec": patch}, namespace=NAMESPACE)
         assert caught.value.code == 422
         assert f"spec.channel.{field} is immutable" in caught.value.message
-    # numNodes is not part of the channel and may change (the allocator grows the domain).
+    # numNodes is not part of the channel and may change (cdo does not use it).
     await cluster.client.patch(COMPUTE_DOMAINS, "d", {"spec": {"numNodes": 3}}, namespace=NAMESPACE)
 
 

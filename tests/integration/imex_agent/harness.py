@@ -6,7 +6,9 @@ IMEX config directory, hosts file, kubelet root, CDI root and channel device roo
 runs in this process with the node's simulated NVML bound to its tasks, and drives simulated
 ``nvidia-imex`` daemons as real subprocesses. The tests play the other writers: the health
 monitor's clique label, the allocator's Placement, the scheduler's claim allocation, and the
-kubelet's plugin calls (through shared.kubeletapi's PluginWatcher).
+kubelet's plugin calls (through shared.kubeletapi's PluginWatcher). A claim is made for a pod
+that the test seats in the domain's Placement first (:func:`seat_pod`), as the allocator does
+before it pins the pod.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import asyncio
 import contextlib
 import random
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -26,6 +28,7 @@ from services.imex_agent.settings import ENV_PREFIX, DraSettings, ImexSettings
 from shared.bus import EventBus
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
 from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
+from shared.crds.placement import LegacyMember, PlacedPod, Placement, PlacementSpec, SliceMember
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.informer import InformerSettings
@@ -302,6 +305,8 @@ class Domain(msgspec.Struct, frozen=True, kw_only=True):
     uid: str
     channel: int
     clique: str
+    legacy: bool = False
+    """Its Placement has the previous release's one-clique shape (pods as plain names)."""
 
 
 async def ensure_namespace(client: KubeClient, name: str) -> None:
@@ -318,6 +323,18 @@ async def install(client: KubeClient) -> None:
     await install_crds(client)
 
 
+def one_slice(*, clique: str, channel: int, index: int = 0, first_rank: int = 0) -> dict[str, Any]:
+    """An empty slice of a Placement (pods are seated with :func:`seat_pod`)."""
+    return {
+        "index": index,
+        "clique": clique,
+        "channel": channel,
+        "firstRank": first_rank,
+        "size": 0,
+        "members": [],
+    }
+
+
 async def create_domain(
     client: KubeClient,
     *,
@@ -325,9 +342,14 @@ async def create_domain(
     name: str,
     channel: int,
     clique: str,
-    members: tuple[tuple[str, int], ...] = (),
+    legacy: bool = False,
+    slices: list[dict[str, Any]] | None = None,
 ) -> Domain:
-    """A ComputeDomain and the Placement the allocator would write for it."""
+    """A ComputeDomain and the Placement the allocator would write for it, before any pod.
+
+    The Placement has one slice in ``clique`` on ``channel`` (``slices``, when given, are
+    written as they are); with ``legacy`` it has the previous release's shape instead.
+    """
     await ensure_namespace(client, namespace)
     body = {
         "apiVersion": COMPUTE_DOMAINS.api_version,
@@ -339,6 +361,13 @@ async def create_domain(
         await client.create(COMPUTE_DOMAINS, body, namespace=namespace), type=KubeObject
     )
     uid = domain.metadata.uid
+    spec: dict[str, Any]
+    if legacy:
+        spec = {"clique": clique, "channel": channel, "gpusPerPod": 1, "size": 0, "members": []}
+    else:
+        pieces = slices if slices is not None else [one_slice(clique=clique, channel=channel)]
+        size = sum(int(piece["size"]) for piece in pieces)
+        spec = {"gpusPerPod": 1, "size": size, "slices": pieces}
     placement = {
         "apiVersion": PLACEMENTS.api_version,
         "kind": PLACEMENTS.kind,
@@ -355,16 +384,84 @@ async def create_domain(
                 }
             ],
         },
-        "spec": {
-            "clique": clique,
-            "channel": channel,
-            "gpusPerPod": 1,
-            "size": max(1, len(members)),
-            "members": [{"node": node, "slot": slot} for node, slot in members],
-        },
+        "spec": spec,
     }
     await client.create(PLACEMENTS, placement, namespace=namespace)
-    return Domain(namespace=namespace, name=name, uid=uid, channel=channel, clique=clique)
+    return Domain(
+        namespace=namespace, name=name, uid=uid, channel=channel, clique=clique, legacy=legacy
+    )
+
+
+class _Member(Protocol):
+    @property
+    def node(self) -> str: ...
+    @property
+    def slot(self) -> int: ...
+
+
+MemberT = TypeVar("MemberT", bound=_Member)
+
+
+def _with_member(
+    members: Sequence[MemberT], node: str, add: Callable[[MemberT | None, int], MemberT]
+) -> list[MemberT]:
+    """``members`` with the one of ``node`` replaced by ``add(it, slot)`` (appended if new)."""
+    for position, existing in enumerate(members):
+        if existing.node == node:
+            return [*members[:position], add(existing, existing.slot), *members[position + 1 :]]
+    return [*members, add(None, len(members))]
+
+
+def _seated_in_slice(spec: PlacementSpec, *, clique: str, pod: str, node: str) -> dict[str, Any]:
+    """The spec patch that adds ``pod`` to the slice in ``clique``, with the slice's next rank."""
+    position = next(i for i, piece in enumerate(spec.slices) if piece.clique == clique)
+    piece = spec.slices[position]
+    placed = PlacedPod(name=pod, rank=piece.first_rank + piece.placed_pods)
+
+    def add(member: SliceMember | None, slot: int) -> SliceMember:
+        if member is None:
+            return SliceMember(node=node, slot=slot, gpus=1, pods=(placed,))
+        return msgspec.structs.replace(member, gpus=member.gpus + 1, pods=(*member.pods, placed))
+
+    grown = msgspec.structs.replace(
+        piece,
+        size=max(piece.size, piece.placed_pods + 1),
+        members=tuple(_with_member(piece.members, node, add)),
+    )
+    slices = [*spec.slices[:position], grown, *spec.slices[position + 1 :]]
+    return {
+        "size": sum(each.size for each in slices),
+        "slices": [msgspec.to_builtins(each) for each in slices],
+    }
+
+
+def _seated_in_legacy(spec: PlacementSpec, *, pod: str, node: str) -> dict[str, Any]:
+    """The spec patch that adds ``pod`` to a first-release record (pods as plain names)."""
+
+    def add(member: LegacyMember | None, slot: int) -> LegacyMember:
+        if member is None:
+            return LegacyMember(node=node, slot=slot, gpus=1, pods=(pod,))
+        return msgspec.structs.replace(member, gpus=member.gpus + 1, pods=(*member.pods, pod))
+
+    members = _with_member(spec.members, node, add)
+    return {
+        "size": sum(len(member.pods) for member in members),
+        "members": [msgspec.to_builtins(member) for member in members],
+    }
+
+
+async def seat_pod(client: KubeClient, domain: Domain, *, pod: str, node: str) -> None:
+    """Record ``pod`` on ``node`` in the domain's Placement, as the allocator does before it pins
+    the pod (in the slice of the domain's clique; nothing when the pod is seated already)."""
+    raw = await client.get(PLACEMENTS, domain.name, namespace=domain.namespace)
+    spec = msgspec.json.decode(raw, type=Placement).spec
+    if any(p.name == pod for piece in spec.all_slices for m in piece.members for p in m.pods):
+        return
+    if domain.legacy:
+        patch = _seated_in_legacy(spec, pod=pod, node=node)
+    else:
+        patch = _seated_in_slice(spec, clique=domain.clique, pod=pod, node=node)
+    await client.patch(PLACEMENTS, domain.name, {"spec": patch}, namespace=domain.namespace)
 
 
 async def create_claim(
@@ -376,9 +473,17 @@ async def create_claim(
     node: str,
     device: str = "attach-0",
     labels: dict[str, str] | None = None,
+    pod: str | None = None,
+    reserve: bool = True,
+    seat: bool = True,
 ) -> Claim:
-    """A claim as made from the domain's template, allocated on ``node`` as the scheduler does."""
+    """A claim as made from the domain's template for ``pod`` (default ``<name>-pod``),
+    allocated on ``node`` and reserved for the pod as the scheduler does (``reserve``), the pod
+    seated on ``node`` in the domain's Placement as the allocator does (``seat``)."""
     await ensure_namespace(client, namespace)
+    pod_name = pod or f"{name}-pod"
+    if domain is not None and seat:
+        await seat_pod(client, domain, pod=pod_name, node=node)
     claim_labels = dict(labels or {})
     if domain is not None and labels is None:
         claim_labels = {DOMAIN_LABEL: domain.name, DOMAIN_UID_LABEL: domain.uid}
@@ -412,12 +517,11 @@ async def create_claim(
             ]
         },
     }
+    status: dict[str, Any] = {"allocation": allocation}
+    if reserve:
+        status["reservedFor"] = [{"resource": "pods", "name": pod_name, "uid": f"uid-{pod_name}"}]
     await client.patch(
-        RESOURCE_CLAIMS,
-        name,
-        {"status": {"allocation": allocation}},
-        namespace=namespace,
-        subresource="status",
+        RESOURCE_CLAIMS, name, {"status": status}, namespace=namespace, subresource="status"
     )
     return Claim(namespace=namespace, uid=created.metadata.uid, name=name)
 

@@ -2,7 +2,8 @@
 
 One node of a clique with its agent (and its own simulated IMEX daemon), the API emulator with
 cdo's CRDs, and the kubelet's side of the plugin protocol (shared.kubeletapi.PluginWatcher)
-calling NodePrepareResources / NodeUnprepareResources over the unix sockets.
+calling NodePrepareResources / NodeUnprepareResources over the unix sockets. Placements have the
+slice shape unless a test says otherwise; each claim's pod is seated on the node first.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.integration.imex_agent.harness import (
     SimNode,
     create_claim,
     create_domain,
+    one_slice,
 )
 from tests.support.wait import wait_for
 from tests.unit.imex_agent.cdi_schema import CDI_SPEC_0_6
@@ -57,6 +59,11 @@ class Node:
         path = self.sim.cdi_root / f"cdo.dev-imex-channel_{claim.uid}.json"
         document: dict[str, Any] = json.loads(path.read_text())
         return document
+
+    def env(self, claim: Claim) -> dict[str, str]:
+        (device,) = self.spec(claim)["devices"]
+        pairs = (item.partition("=") for item in device["containerEdits"]["env"])
+        return {key: value for key, _, value in pairs}
 
     def channels(self) -> set[int]:
         root = self.sim.device_root
@@ -130,9 +137,11 @@ async def test_two_domains_on_one_node_get_different_channels(node: Node) -> Non
     assert [channel_of(a1), channel_of(a2), channel_of(b1)] == [5, 5, 9]
     assert node.channels() == {5, 9}
     assert (node.sim.device_root / "channel9").read_text() == f"c {MAJOR}:9\n"
-    env = node.spec(b1)["devices"][0]["containerEdits"]["env"]
-    assert "CDO_COMPUTE_DOMAIN=team/b" in env
-    assert "CDO_IMEX_CHANNEL=9" in env
+    env = node.env(b1)
+    assert (env["CDO_COMPUTE_DOMAIN"], env["CDO_IMEX_CHANNEL"]) == ("team/b", "9")
+    assert (env["CLIQUE_ID"], env["COMPUTE_DOMAIN_UUID"]) == (node.clique, b.uid)
+    # a-1 and a-2 were seated in that order: ranks 0 and 1 of domain a's one slice.
+    assert [node.env(c)["CDO_RANK"] for c in (a1, a2, b1)] == ["0", "1", "0"]
 
     # A channel stays while any claim of its domain on the node needs it.
     assert all(r.ok for r in (await node.plugin.unprepare([a1])).values())
@@ -179,7 +188,7 @@ async def test_claim_from_another_namespace_is_refused(node: Node) -> None:
     )
     # A claim in team-b that names team-a's domain (by name and uid).
     intruder = await create_claim(
-        client, namespace="team-b", name="steal", domain=domain, node=node.sim.name
+        client, namespace="team-b", name="steal", domain=domain, node=node.sim.name, seat=False
     )
     (result,) = (await prepare(node, intruder)).values()
     assert not result.ok
@@ -215,9 +224,123 @@ async def test_claims_that_cannot_be_served_are_refused_with_the_reason(node: No
     plain = await create_claim(
         client, namespace="ml", name="plain", domain=None, node=node.sim.name, labels={}
     )
-    results = await prepare(node, far, plain)
-    assert "is placed in clique" in results[far.uid].error
+    here = await create_domain(client, namespace="ml", name="here", channel=2, clique=node.clique)
+    # Made by hand with the domain's labels, for a pod the allocator never placed.
+    copied = await create_claim(
+        client, namespace="ml", name="copied", domain=here, node=node.sim.name, seat=False
+    )
+    unreserved = await create_claim(
+        client, namespace="ml", name="unreserved", domain=here, node=node.sim.name, reserve=False
+    )
+    results = await prepare(node, far, plain, copied, unreserved)
+    assert results[far.uid].error == (
+        "pod far-pod is placed in slice 0 of ComputeDomain ml/far, which is in clique "
+        f"'00000000-0000-0000-0000-000000000001.1'; node {node.sim.name} is in clique "
+        f"'{node.clique}'"
+    )
     assert "not made from a ComputeDomain's claim template" in results[plain.uid].error
+    assert results[copied.uid].error == (
+        f"pod copied-pod is not a member of ComputeDomain ml/here on node {node.sim.name}: "
+        "the allocator did not place it here"
+    )
+    assert "is reserved for no pod" in results[unreserved.uid].error
+    assert node.channels() == set()
+    assert list(node.sim.cdi_root.glob("*.json")) == []
+
+
+async def test_a_pod_gets_the_channel_and_ranks_of_its_slice(node: Node) -> None:
+    """Slice 0 (ranks 0-1) in another clique, slice 1 (ranks 2-3) on this node."""
+    client = node.cluster.client
+    far_clique = "00000000-0000-0000-0000-000000000001.1"
+    first = one_slice(clique=far_clique, channel=30)
+    first |= {
+        "size": 2,
+        "members": [
+            {
+                "node": "far-0",
+                "slot": 0,
+                "gpus": 2,
+                "pods": [{"name": "w-0", "rank": 0}, {"name": "w-1", "rank": 1}],
+            }
+        ],
+    }
+    second = one_slice(clique=node.clique, channel=31, index=1, first_rank=2)
+    domain = await create_domain(
+        client,
+        namespace="ml",
+        name="wide",
+        channel=31,
+        clique=node.clique,
+        slices=[first, second],
+    )
+    w2 = await create_claim(
+        client, namespace="ml", name="w-2-c", domain=domain, node=node.sim.name, pod="w-2"
+    )
+    w3 = await create_claim(
+        client,
+        namespace="ml",
+        name="w-3-c",
+        domain=domain,
+        node=node.sim.name,
+        pod="w-3",
+        device="attach-1",
+    )
+    # w-0 is seated on far-0; a claim for it allocated here gets nothing.
+    w0 = await create_claim(
+        client,
+        namespace="ml",
+        name="w-0-c",
+        domain=domain,
+        node=node.sim.name,
+        pod="w-0",
+        device="attach-2",
+    )
+    results = await prepare(node, w2, w3, w0)
+    assert results[w2.uid].ok and results[w3.uid].ok, results
+    assert "(it is seated on node far-0)" in results[w0.uid].error
+    assert node.channels() == {31}
+    expected = {
+        "CDO_COMPUTE_DOMAIN": "ml/wide",
+        "CDO_COMPUTE_DOMAIN_UID": domain.uid,
+        "CDO_IMEX_CHANNEL": "31",
+        "CDO_CLIQUE_ID": node.clique,
+        "CDO_SLICE_INDEX": "1",
+        "CDO_SLICE_SIZE": "2",
+        "CDO_SLICE_RANK": "1",
+        "CDO_RANK": "3",
+        "CLIQUE_ID": node.clique,
+        "COMPUTE_DOMAIN_UUID": domain.uid,
+        "COMPUTE_DOMAIN_NAME": "wide",
+        "COMPUTE_DOMAIN_NAMESPACE": "ml",
+    }
+    assert node.env(w3) == expected
+    assert node.env(w2) == expected | {"CDO_SLICE_RANK": "0", "CDO_RANK": "2"}
+
+
+async def test_an_old_shape_placement_still_grants_its_channel(node: Node) -> None:
+    """A Placement the previous release wrote: one clique, pods as plain names."""
+    client = node.cluster.client
+    domain = await create_domain(
+        client, namespace="ml", name="old", channel=14, clique=node.clique, legacy=True
+    )
+    claims = [
+        await create_claim(
+            client,
+            namespace="ml",
+            name=f"old-{index}",
+            domain=domain,
+            node=node.sim.name,
+            device=f"attach-{index}",
+        )
+        for index in range(2)
+    ]
+    results = await prepare(node, *claims)
+    assert all(result.ok for result in results.values()), results
+    assert node.channels() == {14}
+    # Ranks of the converted slice: slot order, then pod name.
+    assert [node.env(claim)["CDO_RANK"] for claim in claims] == ["0", "1"]
+    assert {node.env(claim)["CDO_SLICE_SIZE"] for claim in claims} == {"2"}
+    assert {node.env(claim)["CLIQUE_ID"] for claim in claims} == {node.clique}
 
 
 # -- isolation, as a property -------------------------------------------------------------------
@@ -266,15 +389,18 @@ async def test_a_pod_of_one_domain_never_gets_another_domains_channel(
         claims.append((claim, domain))
     rng.shuffle(claims)
     results = await prepare(node, *(claim for claim, _ in claims))
+    ranks: dict[str, list[int]] = {}
     for claim, domain in claims:
         assert results[claim.uid].ok, results[claim.uid].error
         (device,) = node.spec(claim)["devices"]
         minors = {n["minor"] for n in device["containerEdits"]["deviceNodes"]}
         assert minors == {domain.channel}
-        assert (
-            f"CDO_COMPUTE_DOMAIN={domain.namespace}/{domain.name}"
-            in device["containerEdits"]["env"]
-        )
+        env = node.env(claim)
+        assert env["CDO_COMPUTE_DOMAIN"] == f"{domain.namespace}/{domain.name}"
+        assert env["COMPUTE_DOMAIN_UUID"] == domain.uid
+        ranks.setdefault(domain.uid, []).append(int(env["CDO_RANK"]))
+    # Each domain's pods have the distinct ranks its Placement gave them, from 0.
+    assert all(sorted(seen) == list(range(len(seen))) for seen in ranks.values())
     assert node.channels() == {domain.channel for _, domain in claims}
     assert all(r.ok for r in (await node.plugin.unprepare([c for c, _ in claims])).values())
     assert node.channels() == set()

@@ -85,8 +85,15 @@ async def test_a_pod_of_a_domain_gets_its_channel_through_the_kubelet(
         domain = await create_domain(
             client, namespace="ml", name="train", channel=12, clique=clique
         )
+        # Seated by the allocator; reserved below for the real pod, as the scheduler does.
         claim = await create_claim(
-            client, namespace="ml", name="train-0-channel", domain=domain, node=sim.name
+            client,
+            namespace="ml",
+            name="train-0-channel",
+            domain=domain,
+            node=sim.name,
+            pod="train-0",
+            reserve=False,
         )
         pod_body = {
             "apiVersion": "v1",
@@ -137,7 +144,9 @@ async def test_a_pod_of_a_domain_gets_its_channel_through_the_kubelet(
         assert devices == [f"cdo.dev/imex-channel={claim.uid}"]
         spec = sim.cdi_root / f"cdo.dev-imex-channel_{claim.uid}.json"
         assert (sim.device_root / "channel12").exists()
-        assert spec.exists()
+        (device,) = json.loads(spec.read_text())["devices"]
+        env = device["containerEdits"]["env"]
+        assert {"CDO_IMEX_CHANNEL=12", "CDO_RANK=0", f"CLIQUE_ID={clique}"} <= set(env)
 
         await client.delete(PODS, "train-0", namespace="ml")
 

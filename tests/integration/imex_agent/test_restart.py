@@ -106,6 +106,8 @@ async def test_agent_killed_after_prepare_and_restarted_still_cleans_up(
         spec = node.cdi_root / f"cdo.dev-imex-channel_{claim.uid}.json"
         channel = node.device_root / "channel21"
         assert spec.exists() and channel.exists()
+        written = spec.read_bytes()
+        assert b"CDO_SLICE_RANK=0" in written
 
         async def imex_ready() -> bool:
             return await cluster.condition(node.name) == ("True", "ImexReady")
@@ -126,6 +128,7 @@ async def test_agent_killed_after_prepare_and_restarted_still_cleans_up(
     try:
         again = await wait_for(call_prepare, timeout=30, what="the restarted agent's plugin")
         assert again == prepared, "the checkpoint answers a repeated prepare the same way"
+        assert spec.read_bytes() == written, "the checkpoint keeps the pod's slice seat"
 
         async def call_unprepare() -> bool:
             try:

@@ -321,6 +321,30 @@ async def test_job_gets_generated_selector(http: Http) -> None:
     assert job["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "j"
 
 
+async def test_an_indexed_jobs_completions_change_only_together_with_its_parallelism(
+    http: Http,
+) -> None:
+    """Elastic Indexed Jobs (GA in Kubernetes 1.31): completions may change while it equals
+    parallelism before and after; otherwise it is immutable."""
+    path = "/apis/batch/v1/namespaces/default/jobs"
+    for name, mode in (("indexed", "Indexed"), ("plain", "NonIndexed")):
+        spec = {
+            "completionMode": mode,
+            "completions": 4,
+            "parallelism": 4,
+            "template": _template({}, restartPolicy="Never"),
+        }
+        status, _, _ = await http.post(path, {"metadata": {"name": name}, "spec": spec})
+        assert status == 201
+    both = {"spec": {"completions": 6, "parallelism": 6}}
+    status, job, _ = await http.patch(f"{path}/indexed", both, MERGE)
+    assert status == 200 and job["spec"]["completions"] == 6, job
+    for name, patch in (("indexed", {"spec": {"completions": 5}}), ("plain", both)):
+        status, body, _ = await http.patch(f"{path}/{name}", patch, MERGE)
+        assert status == 422 and "spec.completions" in body["message"], body
+        assert "field is immutable" in body["message"]
+
+
 async def test_secret_string_data_and_type_selector(http: Http) -> None:
     status, secret, _ = await http.post(
         "/api/v1/namespaces/default/secrets",

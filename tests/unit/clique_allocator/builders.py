@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -10,9 +10,15 @@ import msgspec
 from services.clique_allocator.nodes import build_cliques, node_facts
 from services.clique_allocator.objects import Workload
 from services.clique_allocator.placement import ClusterView, Reservation
-from services.clique_allocator.records import reservation_of
+from services.clique_allocator.planning.slices import reservations_of
 from shared.crds.computedomain import ComputeDomain
-from shared.crds.placement import PlacementMember, PlacementSpec
+from shared.crds.placement import (
+    LegacyMember,
+    PlacedPod,
+    PlacementSlice,
+    PlacementSpec,
+    SliceMember,
+)
 from shared.kube.models import Node, Pod
 
 CLIQUE_A = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a00.1"
@@ -63,6 +69,9 @@ def pod(
     deleting: bool = False,
     placed: tuple[str, str, str] | None = None,
     namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    created: int = 0,
+    uid: str = "",
 ) -> Pod:
     spec: dict[str, Any] = {
         "containers": [
@@ -76,7 +85,13 @@ def pod(
         spec["schedulingGates"] = [{"name": "cdo.dev/placement"}]
     if pinned_to:
         spec["nodeSelector"] = {"kubernetes.io/hostname": pinned_to}
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"{name}-uid",
+        "labels": labels or {},
+        "creationTimestamp": (NOW + timedelta(seconds=created)).isoformat(),
+    }
     if owner is not None:
         kind, owner_name, uid = owner
         metadata["ownerReferences"] = [
@@ -102,11 +117,20 @@ def domain(
     uid: str = "cd-uid",
     gang: int | None = None,
     num_nodes: int | None = None,
+    slice_size: int | None = None,
+    spread: int | None = None,
     deleting: bool = False,
 ) -> ComputeDomain:
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
+    gang_spec: dict[str, Any] = {}
     if gang is not None:
-        spec["gang"] = {"size": gang}
+        gang_spec["size"] = gang
+    if slice_size is not None:
+        gang_spec["sliceSize"] = slice_size
+    if spread is not None:
+        gang_spec["nodes"] = spread
+    if gang_spec:
+        spec["gang"] = gang_spec
     if num_nodes is not None:
         spec["numNodes"] = num_nodes
     metadata: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid}
@@ -134,15 +158,67 @@ def record(
     channel: int = 0,
     gpus_per_pod: int = 4,
     size: int | None = None,
+    slice_size: int | None = None,
 ) -> PlacementSpec:
-    """Members as (node, slots, pods); node slots taken from the node name's index."""
+    """A one-slice record: members as (node, slots, pods), ranks in member then pod order; node
+    slots taken from the node name's index."""
+    gang = sum(slots for _, slots, _ in members) if size is None else size
+    piece = slice_of(*members, clique=clique, channel=channel, gpus_per_pod=gpus_per_pod, size=gang)
+    return PlacementSpec(
+        gpus_per_pod=gpus_per_pod, size=gang, slice_size=slice_size, slices=(piece,)
+    )
+
+
+def slice_of(
+    *members: tuple[str, int, tuple[str, ...]],
+    clique: str = CLIQUE_A,
+    channel: int = 0,
+    gpus_per_pod: int = 4,
+    index: int = 0,
+    first_rank: int = 0,
+    size: int | None = None,
+) -> PlacementSlice:
+    """One slice: members as (node, slots, pods), ranks from ``first_rank`` in member order."""
+    rank = first_rank
+    built = []
+    for name, slots, pods in members:
+        placed = []
+        for pod_name in pods:
+            placed.append(PlacedPod(name=pod_name, rank=rank))
+            rank += 1
+        built.append(
+            SliceMember(
+                node=name,
+                slot=int(name.rsplit("n", 1)[1]),
+                gpus=slots * gpus_per_pod,
+                pods=tuple(placed),
+            )
+        )
+    return PlacementSlice(
+        index=index,
+        clique=clique,
+        channel=channel,
+        first_rank=first_rank,
+        size=sum(slots for _, slots, _ in members) if size is None else size,
+        members=tuple(built),
+    )
+
+
+def legacy_record(
+    *members: tuple[str, int, tuple[str, ...]],
+    clique: str = CLIQUE_A,
+    channel: int = 0,
+    gpus_per_pod: int = 4,
+    size: int | None = None,
+) -> PlacementSpec:
+    """A record as the first release wrote it: one clique, pods as plain names."""
     return PlacementSpec(
         clique=clique,
         channel=channel,
         gpus_per_pod=gpus_per_pod,
         size=sum(slots for _, slots, _ in members) if size is None else size,
         members=tuple(
-            PlacementMember(
+            LegacyMember(
                 node=name, slot=int(name.rsplit("n", 1)[1]), gpus=slots * gpus_per_pod, pods=pods
             )
             for name, slots, pods in members
@@ -153,6 +229,8 @@ def record(
 def view(nodes: list[Node], **records: PlacementSpec) -> ClusterView:
     facts = [found for item in nodes if (found := node_facts(item)) is not None]
     reservations: list[Reservation] = [
-        reservation_of(f"default/{name}", spec) for name, spec in records.items()
+        reservation
+        for name, spec in records.items()
+        for reservation in reservations_of(f"default/{name}", spec)
     ]
     return ClusterView.build(cliques=build_cliques(facts), reservations=reservations)

@@ -40,9 +40,14 @@ def run(
 
 
 def members(plan: Plan) -> list[tuple[str, int, tuple[str, ...]]]:
+    """(node, slots, pods by name) over every slice of the plan's record."""
     assert plan.record is not None
     spec = plan.record
-    return [(m.node, m.gpus // spec.gpus_per_pod, m.pods) for m in spec.members]
+    return [
+        (m.node, m.gpus // spec.gpus_per_pod, tuple(sorted(p.name for p in m.pods)))
+        for piece in spec.all_slices
+        for m in piece.members
+    ]
 
 
 def test_nothing_to_do_before_the_first_pod() -> None:
@@ -53,7 +58,11 @@ def test_the_first_pod_reserves_the_whole_gang_and_is_pinned() -> None:
     plan = run([pod("p0")])
     assert plan.action == "write"
     assert plan.record is not None
-    assert (plan.record.clique, plan.record.channel, plan.record.size) == (CLIQUE_A, 0, 4)
+    assert (plan.record.slices[0].clique, plan.record.slices[0].channel, plan.record.size) == (
+        CLIQUE_A,
+        0,
+        4,
+    )
     assert members(plan) == [
         ("a-n00", 1, ("p0",)),
         ("a-n01", 1, ()),
@@ -181,9 +190,17 @@ def test_pods_of_different_sizes_are_refused() -> None:
     assert [(h.pod, h.reason) for h in plan.holds] == [("p1", "InvalidRequest")]
 
 
-def test_num_nodes_spreads_the_gang() -> None:
-    plan = run([pod(f"p{i}", gpus=1) for i in range(4)], cd=domain(num_nodes=4))
+def test_spec_gang_nodes_spreads_the_gang() -> None:
+    plan = run([pod(f"p{i}", gpus=1) for i in range(4)], cd=domain(spread=4))
     assert [m[1] for m in members(plan)] == [1, 1, 1, 1]
+
+
+def test_nvidias_num_nodes_neither_spreads_nor_refuses_a_gang() -> None:
+    """NVIDIA's driver reads numNodes only for its global status (docs/domain-controller.md)."""
+    packed = run([pod(f"p{i}", gpus=1) for i in range(4)], cd=domain(num_nodes=4))
+    assert [m[1] for m in members(packed)] == [4]
+    more_pods_than_nodes = run([pod(f"p{i}") for i in range(4)], cd=domain(num_nodes=2))
+    assert more_pods_than_nodes.action == "write" and len(more_pods_than_nodes.pins) == 4
 
 
 def test_an_unknown_size_waits_but_repins_what_was_recorded() -> None:

@@ -1,4 +1,5 @@
-"""From API objects to what the demo shows: pod counts, IMEX readiness, taints, the domain."""
+"""From API objects to what the demo shows: pod counts, IMEX readiness, taints, the domain (in
+one clique or several) and its Placement's slices."""
 
 from __future__ import annotations
 
@@ -6,11 +7,20 @@ from typing import Any
 
 import msgspec
 
-from shared.crds import ComputeDomain
+from shared.crds import ComputeDomain, Placement
 from shared.kube.models import Node, Pod
-from sim.demo.observe import TRACE_CONTEXT_ANNOTATION, ClusterView, cluster_view, pod_counts
+from sim.demo.observe import (
+    TRACE_CONTEXT_ANNOTATION,
+    CliqueView,
+    ClusterView,
+    SliceView,
+    cluster_view,
+    pod_counts,
+    slice_views,
+)
 
 CLIQUE = "0f3c2a4e-0000-0000-0000-000000000001.1"
+OTHER = "7d1b9c20-0000-0000-0000-000000000002.1"
 
 
 def pod(
@@ -57,7 +67,11 @@ def node(name: str, *, imex: bool = True, taint: str = "") -> Node:
 
 
 def domain(
-    *, ready: bool, degraded: str = "", annotations: dict[str, str] | None = None
+    *,
+    ready: bool,
+    degraded: str = "",
+    annotations: dict[str, str] | None = None,
+    spans: bool = False,
 ) -> ComputeDomain:
     stamp = "2025-01-31T12:00:00Z"
 
@@ -70,14 +84,24 @@ def domain(
             "lastTransitionTime": stamp,
         }
 
+    one_clique: dict[str, Any] = {
+        "clique": CLIQUE,
+        "channel": 3,
+        "cliques": [{"clique": CLIQUE, "channel": 3, "slices": [0], "nodes": 1}],
+    }
+    two_cliques: dict[str, Any] = {
+        "cliques": [
+            {"clique": CLIQUE, "channel": 3, "slices": [0], "nodes": 1, "pods": 2},
+            {"clique": OTHER, "channel": 0, "slices": [1], "nodes": 1, "pods": 2, "runningPods": 1},
+        ]
+    }
     return msgspec.convert(
         {
             "metadata": {"name": "training-domain-1", "annotations": annotations or {}},
             "spec": {"channel": {"resourceClaimTemplate": {"name": "training-domain-1-rct"}}},
             "status": {
                 "status": "Ready" if ready else "NotReady",
-                "clique": CLIQUE,
-                "channel": 3,
+                **(two_cliques if spans else one_clique),
                 "nodes": [{"name": "n1", "index": 0, "status": "Ready"}],
                 "conditions": [
                     condition("Placed", True, "Placed"),
@@ -136,3 +160,109 @@ def test_the_domain_trace_context_annotation_is_read_when_present() -> None:
     assert view.domain is not None and view.domain.trace_context == traceparent
     plain = cluster_view([], [], domain(ready=True))
     assert plain.domain is not None and plain.domain.trace_context is None
+
+
+def placement(*slices: dict[str, Any]) -> Placement:
+    return msgspec.convert(
+        {
+            "metadata": {"name": "training-domain-2", "namespace": "default"},
+            "spec": {"gpusPerPod": 4, "size": 4, "slices": list(slices)},
+        },
+        Placement,
+    )
+
+
+def piece(index: int, clique: str, first: int, nodes: list[tuple[str, int, int]]) -> dict[str, Any]:
+    """A slice; ``nodes``: (name, slot, pods pinned there) in any order."""
+    members = [
+        {
+            "node": name,
+            "slot": slot,
+            "gpus": 4,
+            "pods": [{"name": f"{name}-p{i}", "rank": first + i} for i in range(pods)],
+        }
+        for name, slot, pods in nodes
+    ]
+    size = sum(pods for _, _, pods in nodes)
+    return {
+        "index": index,
+        "clique": clique,
+        "channel": index,
+        "firstRank": first,
+        "size": size,
+        "members": members,
+    }
+
+
+def test_a_domain_in_several_cliques_has_no_single_clique_and_lists_each() -> None:
+    view = cluster_view([], [], domain(ready=False, spans=True))
+    assert view.domain is not None
+    assert (view.domain.clique, view.domain.channel) == (None, None)
+    assert view.domain.cliques == (
+        CliqueView(clique=CLIQUE, channel=3, nodes=1, pods=2),
+        CliqueView(clique=OTHER, channel=0, nodes=1, pods=2, running_pods=1),
+    )
+    single = cluster_view([], [], domain(ready=True)).domain
+    assert single is not None and single.clique == CLIQUE
+    assert [c.clique for c in single.cliques] == [CLIQUE]
+
+
+def test_slices_are_read_by_index_with_their_nodes_in_slot_order() -> None:
+    record = placement(
+        piece(1, OTHER, 2, [("b2", 5, 1), ("b1", 1, 1)]),
+        piece(0, CLIQUE, 0, [("a1", 0, 2)]),
+    )
+    assert slice_views(record) == (
+        SliceView(index=0, clique=CLIQUE, channel=0, first_rank=0, size=2, nodes=("a1",), pods=2),
+        SliceView(
+            index=1, clique=OTHER, channel=1, first_rank=2, size=2, nodes=("b1", "b2"), pods=2
+        ),
+    )
+    assert slice_views(record)[1].last_rank == 3
+
+
+def test_a_first_release_placement_reads_as_one_slice() -> None:
+    legacy = msgspec.convert(
+        {
+            "metadata": {"name": "old", "namespace": "default"},
+            "spec": {
+                "gpusPerPod": 4,
+                "size": 2,
+                "clique": CLIQUE,
+                "channel": 7,
+                "members": [{"node": "n1", "slot": 0, "gpus": 8, "pods": ["x", "y"]}],
+            },
+        },
+        Placement,
+    )
+    (only,) = slice_views(legacy)
+    assert (only.clique, only.channel, only.first_rank, only.size, only.pods) == (
+        CLIQUE,
+        7,
+        0,
+        2,
+        2,
+    )
+
+
+def test_the_view_carries_the_placement_when_there_is_one() -> None:
+    record = placement(piece(0, CLIQUE, 0, [("n1", 0, 1)]))
+    view = cluster_view([], [node("n1")], domain(ready=True), record)
+    assert view.has_placement and [s.index for s in view.slices] == [0]
+    bare = cluster_view([], [node("n1")], domain(ready=True))
+    assert not bare.has_placement and bare.slices == ()
+
+
+def test_terminating_pods_are_counted_apart_and_keep_a_workload_from_being_gone() -> None:
+    counts = pod_counts(
+        [
+            pod("a", node="n1", phase="Running", deleting=True),
+            pod("b", node="n2", phase="Succeeded", deleting=True),
+        ]
+    )
+    assert (counts.total, counts.terminating) == (0, 1)
+    assert not ClusterView(pods=counts).gone()
+    assert ClusterView().gone()
+    assert not cluster_view([], [], domain(ready=True)).gone()
+    record = placement(piece(0, CLIQUE, 0, [("n1", 0, 1)]))
+    assert not cluster_view([], [], None, record).gone()

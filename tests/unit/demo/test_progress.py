@@ -1,9 +1,20 @@
-"""The live lines: one compact line of the whole state, changing as the story goes."""
+"""The live lines: one compact line of the whole state, changing as the story goes; the phrase
+of a slice that the notes and the summary share."""
 
 from __future__ import annotations
 
-from sim.demo.observe import ClusterView, DomainView, PodCounts
-from sim.demo.progress import domain_phrase, progress_line, seconds, stamp, trace_id_of
+from sim.demo.observe import CliqueView, ClusterView, DomainView, PodCounts, SliceView
+from sim.demo.progress import (
+    domain_phrase,
+    progress_line,
+    rank_range,
+    seconds,
+    slice_phrase,
+    stamp,
+    trace_id_of,
+)
+
+CLIQUE = "18acb9ea-5edc-5d25-b92e-9a65573d239b.1"
 
 
 def test_a_placing_domain_reads_as_one_line() -> None:
@@ -41,6 +52,36 @@ def test_before_the_domain_exists() -> None:
 def test_a_reason_only_shows_for_gated_pods() -> None:
     view = ClusterView(pods=PodCounts(total=1, gated=0, placed=1, waiting="CliqueFull"))
     assert "waiting" not in progress_line(view)
+
+
+def test_a_domain_in_several_cliques_shows_the_pods_running_in_each() -> None:
+    cliques = (
+        CliqueView(clique="a.1", channel=0, pods=18, running_pods=18),
+        CliqueView(clique="b.1", channel=0, pods=18, running_pods=5),
+    )
+    view = ClusterView(domain=DomainView(phase="Placed", reason="PodsNotRunning", cliques=cliques))
+    assert domain_phrase(view) == (
+        "domain Placed (PodsNotRunning) in 2 cliques, pods running 18/18 + 5/18"
+    )
+    one = ClusterView(domain=DomainView(phase="Ready", clique="a.1", cliques=cliques[:1]))
+    assert domain_phrase(one) == "domain Ready"
+
+
+def test_pods_being_deleted_show_as_terminating() -> None:
+    view = ClusterView(pods=PodCounts(terminating=8), domain=DomainView(phase="Deleting"))
+    assert progress_line(view).startswith(
+        "pods 0: gated 0 placed 0 running 0 terminating 8 | IMEX ready 0/0 nodes | domain Deleting"
+    )
+    assert "terminating" not in progress_line(ClusterView())
+
+
+def test_a_slice_reads_as_clique_channel_ranks_and_nodes() -> None:
+    nodes = tuple(f"rack-2-tray{i:02d}" for i in range(18))
+    piece = SliceView(index=1, clique=CLIQUE, channel=4, first_rank=18, size=18, nodes=nodes)
+    assert slice_phrase(piece) == f"clique {CLIQUE}, channel 4, ranks 18-35, 18 nodes"
+    lone = SliceView(index=2, clique=CLIQUE, channel=0, first_rank=36, size=1, nodes=nodes[:1])
+    assert slice_phrase(lone) == f"clique {CLIQUE}, channel 0, ranks 36, 1 node"
+    assert rank_range(SliceView(index=0, clique=CLIQUE, channel=0, first_rank=0, size=0)) == "-"
 
 
 def test_times() -> None:

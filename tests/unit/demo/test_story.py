@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from sim.demo.kubectl import file_args
 from sim.demo.monitor import StoryError
 from sim.demo.story import MANIFESTS, TARGET, pick_member
 
@@ -28,3 +29,9 @@ def test_the_fault_hits_the_middle_member() -> None:
     assert pick_member(["only"]) == "only"
     with pytest.raises(StoryError):
         pick_member([])
+
+
+def test_kubectl_gets_every_file_in_order() -> None:
+    assert file_args(MANIFESTS) == ["-f", str(MANIFESTS[0]), "-f", str(MANIFESTS[1])]
+    assert file_args(MANIFESTS[::-1])[1] == str(MANIFESTS[1])  # the workload deleted first
+    assert file_args(()) == []

@@ -1,13 +1,20 @@
-"""The closing table and the --keep instructions."""
+"""The closing table (the seed act, the multi-clique act's slices, the whole run) and the --keep
+instructions."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-from sim.demo.summary import Summary, keep_lines, summary_lines
+from sim.demo.observe import SliceView
+from sim.demo.summary import SpanFigures, Summary, keep_lines, summary_lines
 
 CLIQUE = "18acb9ea-5edc-5d25-b92e-9a65573d239b.1"
+OTHER = "ce39c142-0e56-575d-8cdf-26168a499808.1"
+
+
+def rack(number: int) -> tuple[str, ...]:
+    return tuple(f"rack-{number}-tray{i:02d}" for i in range(18))
 
 
 def table(summary: Summary) -> dict[str, str]:
@@ -45,6 +52,33 @@ def test_a_recovered_story() -> None:
     assert rows["events seen"] == "137: node.imex 112, domain.membership 24, node.fault 1"
     assert rows["trace id"] == "4bf92f3577b34da6a3ce929d0e0e4736 (root span demo)"
     assert rows["domain trace id"] == "0af7651916cd43dd8448eb211c80319c"
+    assert rows["multi-clique Ready"] == "-"
+    assert "slice 0" not in rows
+
+
+def test_the_multi_clique_act_has_its_time_to_ready_and_a_row_per_slice() -> None:
+    slices = (
+        SliceView(index=0, clique=CLIQUE, channel=0, first_rank=0, size=18, nodes=rack(1)),
+        SliceView(index=1, clique=OTHER, channel=2, first_rank=18, size=18, nodes=rack(2)),
+    )
+    summary = Summary(
+        time_to_ready_s=1.3,
+        spanning=SpanFigures(
+            domain="training-domain-2", time_to_ready_s=2.21, pods=36, slices=slices
+        ),
+    )
+    rows = table(summary)
+    assert rows["multi-clique Ready"] == (
+        "2.2 s (kubectl apply -> Ready, 36 pods running in 2 slices)"
+    )
+    assert rows["slice 0"] == f"clique {CLIQUE}, channel 0, ranks 0-17, 18 nodes"
+    assert rows["slice 1"] == f"clique {OTHER}, channel 2, ranks 18-35, 18 nodes"
+    assert rows["time to Ready"].startswith("1.3 s")  # the seed act's rows stay
+    lines = summary_lines(summary)
+    labels = [line[:18].strip() for line in lines]
+    assert labels.index("fault to recovered") < labels.index("multi-clique Ready")
+    assert labels.index("slice 1") < labels.index("events seen")
+    assert all(line[18:20] == "  " for line in lines)  # the labels stay aligned
 
 
 def test_an_unfinished_story_says_so() -> None:

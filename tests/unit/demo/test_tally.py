@@ -52,3 +52,15 @@ def test_counts_read_most_frequent_first() -> None:
         "domain.membership 3, node.imex 3, node.fault 1"
     )
     assert counts_line(Counter()) == "none"
+
+
+def test_following_the_next_domain_shows_its_phase_changes_and_no_longer_the_first_ones() -> None:
+    tally = Tally(namespace="default", domain="training-domain-1")
+    assert tally.record(membership("Ready")) is not None
+    tally.follow(namespace="default", domain="training-domain-2")
+    assert tally.record(membership("Deleted")) is None
+    assert "training-domain-2 Ready" in (
+        tally.record(membership("Ready", name="training-domain-2")) or ""
+    )
+    assert tally.phase == "Ready"
+    assert tally.counts == Counter({"domain.membership": 3})

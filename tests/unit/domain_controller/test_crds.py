@@ -24,7 +24,7 @@ from shared.crds import (
 from shared.crds.openapi import CRD_DEFAULT, struct_schema
 from shared.crds.render import drift, render_files
 
-from .builders import NOW, facts
+from .builders import NOW, facts, two_slice_facts
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "deploy" / "kustomize" / "base" / "crds"
@@ -113,29 +113,81 @@ def test_only_marked_defaults_reach_the_schema() -> None:
 
 def test_every_status_the_controller_computes_fits_the_schema() -> None:
     status_schema = schema_of(compute_domain_crd())["properties"]["status"]
-    situations = [facts(), facts(placement=None, pods=(), nodes={}), facts(deleting=True)]
+    situations = [
+        facts(),
+        facts(placement=None, pods=(), nodes={}),
+        facts(deleting=True),
+        two_slice_facts(),
+    ]
     for situation in situations:
         status = compute_status(situation, previous=ComputeDomainStatus(), now=NOW).status
         body = msgspec.json.decode(msgspec.json.encode(status))
         jsonschema.validate({k: v for k, v in body.items() if v is not None}, status_schema)
 
 
-def test_a_placement_as_the_allocator_writes_it_fits_and_decodes() -> None:
-    body = {
+def placement_body(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "cdo.dev/v1alpha1",
         "kind": "Placement",
         "metadata": {"name": "train", "namespace": "ml"},
-        "spec": {
+        "spec": spec,
+    }
+
+
+def test_a_placement_as_the_allocator_writes_it_fits_and_decodes() -> None:
+    body = placement_body(
+        {
+            "gpusPerPod": 2,
+            "size": 3,
+            "slices": [
+                {
+                    "index": 0,
+                    "clique": "c.1",
+                    "channel": 5,
+                    "firstRank": 0,
+                    "size": 2,
+                    "members": [
+                        {
+                            "node": "n1",
+                            "slot": 3,
+                            "gpus": 4,
+                            "pods": [{"name": "a", "rank": 0}, {"name": "b", "rank": 1}],
+                        }
+                    ],
+                },
+                {
+                    "index": 1,
+                    "clique": "c.2",
+                    "channel": 0,
+                    "firstRank": 2,
+                    "size": 1,
+                    "members": [
+                        {"node": "m1", "slot": 0, "gpus": 2, "pods": [{"name": "c", "rank": 2}]}
+                    ],
+                },
+            ],
+        }
+    )
+    jsonschema.validate(body, schema_of(placement_crd()))
+    spec = msgspec.convert(body, Placement).spec
+    assert (spec.placed_pods, spec.cliques, spec.nodes) == (3, ("c.1", "c.2"), ("n1", "m1"))
+    assert spec.all_slices[0].members[0].slot == 3
+
+
+def test_a_placement_of_the_first_release_still_fits_and_reads_as_one_slice() -> None:
+    body = placement_body(
+        {
             "clique": "c.1",
             "channel": 5,
             "gpusPerPod": 2,
             "size": 2,
             "members": [{"node": "n1", "slot": 3, "gpus": 4, "pods": ["a", "b"]}],
-        },
-    }
+        }
+    )
     jsonschema.validate(body, schema_of(placement_crd()))
-    placement = msgspec.convert(body, Placement)
-    assert placement.spec.placed_pods == 2 and placement.spec.members[0].slot == 3
+    (piece,) = msgspec.convert(body, Placement).spec.all_slices
+    assert (piece.clique, piece.channel, piece.size, piece.placed_pods) == ("c.1", 5, 2, 2)
+    assert [(p.name, p.rank) for p in piece.members[0].pods] == [("a", 0), ("b", 1)]
 
 
 def test_resource_matches_the_crd() -> None:

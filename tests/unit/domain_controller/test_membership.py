@@ -16,7 +16,7 @@ from shared.crds.computedomain import ComputeDomainStatus
 from shared.events import DomainMembershipChanged
 from shared.kube.keys import ObjectKey
 
-from .builders import CLIQUE, NOW, facts, pod
+from .builders import CLIQUE, CLIQUE_B, NOW, TWO_SLICES_PODS, facts, pod, two_slice_facts
 
 KEY = ObjectKey(namespace="ml", name="train")
 
@@ -39,7 +39,48 @@ def test_event_carries_phase_clique_channel_size_and_members() -> None:
         ("n1", 0, 2, "Ready"),
         ("n2", 1, 1, "Ready"),
     ]
+    assert [(s.index, s.clique, s.channel, s.size, s.pods, s.running) for s in event.slices] == [
+        (0, CLIQUE, 7, 3, 3, 3)
+    ]
     assert event.subject() == "cdo.v1.domain.ml.train.membership"
+
+
+def test_event_of_a_domain_in_two_cliques_carries_its_slices_and_no_one_clique() -> None:
+    assessment = compute_status(two_slice_facts(), previous=ComputeDomainStatus(), now=NOW)
+    event = membership_event(KEY, uid="u1", generation=3, assessment=assessment)
+    assert (event.phase, event.clique, event.channel, event.size) == ("Ready", "", None, 6)
+    assert [(s.index, s.clique, s.channel, s.first_rank, s.nodes) for s in event.slices] == [
+        (0, CLIQUE, 7, 0, ("a1", "a2")),
+        (1, CLIQUE_B, 2, 3, ("b1", "b2")),
+    ]
+    assert [(m.node, m.clique) for m in event.members] == [
+        ("a1", CLIQUE),
+        ("a2", CLIQUE),
+        ("b1", CLIQUE_B),
+        ("b2", CLIQUE_B),
+    ]
+
+
+def test_a_pod_starting_in_one_slice_is_a_change() -> None:
+    ledger = Ledger()
+    ready = membership_event(
+        KEY,
+        uid="u1",
+        generation=3,
+        assessment=compute_status(two_slice_facts(), previous=ComputeDomainStatus(), now=NOW),
+    )
+    ledger.record(KEY, ready)
+    pods = (*TWO_SLICES_PODS[:5], pod("p5", "b2", "Pending"))
+    waiting = membership_event(
+        KEY,
+        uid="u1",
+        generation=3,
+        assessment=compute_status(
+            two_slice_facts(pods=pods), previous=ComputeDomainStatus(), now=NOW
+        ),
+    )
+    assert ledger.changed(KEY, waiting)
+    assert [s.running for s in waiting.slices] == [3, 2]
 
 
 def test_identity_fields_do_not_make_a_change() -> None:

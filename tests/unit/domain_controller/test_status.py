@@ -7,19 +7,27 @@ import pytest
 
 from services.domain_controller.facts import DomainFacts
 from services.domain_controller.status import compute_status, listed
-from shared.crds.computedomain import ComputeDomainStatus, DomainCondition
-from shared.events import DomainMember
+from shared.crds.computedomain import ComputeDomainClique, ComputeDomainStatus, DomainCondition
+from shared.events import DomainMember, DomainSlice
 
 from .builders import (
     CLIQUE,
+    CLIQUE_B,
     EARLIER,
     NODES_OK,
     NOW,
     PODS_RUNNING,
+    TWO_SLICES,
+    TWO_SLICES_NODES,
+    TWO_SLICES_PODS,
     facts,
+    legacy_placement,
     node,
     placement,
     pod,
+    slice_of,
+    sliced,
+    two_slice_facts,
 )
 
 EMPTY = ComputeDomainStatus()
@@ -253,6 +261,254 @@ def test_status_table(situation: DomainFacts, expected: Expected) -> None:
     assert summary(situation) == expected
 
 
+# The two-slice domain of builders.TWO_SLICES: slice 0 on a1, a2 in CLIQUE, slice 1 on b1, b2
+# in CLIQUE_B; status.nodes lists a1, a2, b1, b2.
+SLICES_TABLE = [
+    pytest.param(
+        two_slice_facts(),
+        Expected(
+            ready="True/AllMembersReady",
+            placed="True/Placed",
+            degraded="False/Healthy",
+            phase="Ready",
+            nodes="Ready,Ready,Ready,Ready",
+        ),
+        id="two slices in two cliques, every pod running",
+    ),
+    pytest.param(
+        two_slice_facts(
+            nodes={
+                **TWO_SLICES_NODES,
+                "b1": node("b1", faults=("cdo.dev/gpu-fault=xid-79:NoExecute",)),
+            }
+        ),
+        Expected(
+            ready="False/NodeFault",
+            placed="True/Placed",
+            degraded="True/NodeFault",
+            phase="Degraded",
+            nodes="Ready,Ready,NotReady,Ready",
+        ),
+        id="a fault in slice 1 leaves slice 0's nodes Ready",
+    ),
+    pytest.param(
+        two_slice_facts(pods=(*TWO_SLICES_PODS[:5], pod("p5", "b2", "Pending"))),
+        Expected(
+            ready="False/PodsNotRunning",
+            placed="True/Placed",
+            degraded="False/Healthy",
+            phase="Placed",
+            nodes="Ready,Ready,Ready,NotReady",
+        ),
+        id="a pod of slice 1 still pending",
+    ),
+    pytest.param(
+        two_slice_facts(
+            placement=sliced(
+                TWO_SLICES.slices[0],
+                slice_of(
+                    [("b1", ("p3", "p4"))],
+                    index=1,
+                    clique=CLIQUE_B,
+                    channel=2,
+                    first_rank=3,
+                    size=3,
+                ),
+            ),
+            pods=TWO_SLICES_PODS[:5],
+        ),
+        Expected(
+            ready="False/WaitingForPlacement",
+            placed="True/Placed",
+            degraded="True/MembersMissing",
+            phase="Degraded",
+            nodes="Ready,Ready,Ready",
+        ),
+        id="slice 1 lost a member to a fault and waits for room",
+    ),
+    pytest.param(
+        two_slice_facts(
+            nodes={**TWO_SLICES_NODES, "a2": node("a2", imex="False", imex_reason="Starting")},
+            pods=TWO_SLICES_PODS[:5],
+        ),
+        Expected(
+            ready="False/ImexNotReady",
+            placed="True/Placed",
+            degraded="True/ImexNotReady",
+            phase="Degraded",
+            nodes="Ready,NotReady,Ready,NotReady",
+        ),
+        id="IMEX down in slice 0 while a pod of slice 1 is gone",
+    ),
+]
+
+
+@pytest.mark.parametrize(("situation", "expected"), SLICES_TABLE)
+def test_status_table_of_a_domain_in_two_slices(situation: DomainFacts, expected: Expected) -> None:
+    assert summary(situation) == expected
+
+
+def test_a_two_slice_domain_ready_in_full() -> None:
+    assessment = compute_status(two_slice_facts(), previous=EMPTY, now=NOW)
+    status = assessment.status
+    assert (status.status, status.clique, status.channel) == ("Ready", None, None)
+    assert [(n.name, n.clique_id, n.index, n.status) for n in status.nodes] == [
+        ("a1", CLIQUE, 0, "Ready"),
+        ("a2", CLIQUE, 1, "Ready"),
+        ("b1", CLIQUE_B, 0, "Ready"),
+        ("b2", CLIQUE_B, 1, "Ready"),
+    ]
+    assert status.cliques == (
+        ComputeDomainClique(
+            clique=CLIQUE, channel=7, slices=(0,), nodes=2, ready_nodes=2, pods=3, running_pods=3
+        ),
+        ComputeDomainClique(
+            clique=CLIQUE_B, channel=2, slices=(1,), nodes=2, ready_nodes=2, pods=3, running_pods=3
+        ),
+    )
+    messages = {c.type: c.message for c in status.conditions}
+    assert messages["Placed"] == (
+        f"6 pods on 4 nodes in 2 slices across 2 cliques: {CLIQUE} channel 7, {CLIQUE_B} channel 2"
+    )
+    assert messages["Ready"] == (
+        "6 pods running on 4 nodes in 2 slices across 2 cliques, IMEX ready on each"
+    )
+    assert [m.clique for m in assessment.members] == [CLIQUE, CLIQUE, CLIQUE_B, CLIQUE_B]
+    assert assessment.slices == (
+        DomainSlice(
+            index=0,
+            clique=CLIQUE,
+            channel=7,
+            first_rank=0,
+            size=3,
+            pods=3,
+            running=3,
+            nodes=("a1", "a2"),
+        ),
+        DomainSlice(
+            index=1,
+            clique=CLIQUE_B,
+            channel=2,
+            first_rank=3,
+            size=3,
+            pods=3,
+            running=3,
+            nodes=("b1", "b2"),
+        ),
+    )
+    assert assessment.size == 6
+
+
+def test_a_fault_in_one_slice_changes_only_its_nodes_and_clique() -> None:
+    healthy = compute_status(two_slice_facts(), previous=EMPTY, now=NOW).status
+    faulty = compute_status(
+        two_slice_facts(
+            nodes={**TWO_SLICES_NODES, "b1": node("b1", faults=("cdo.dev/gpu-fault=x:NoExecute",))}
+        ),
+        previous=EMPTY,
+        now=NOW,
+    ).status
+    assert faulty.nodes[:2] == healthy.nodes[:2]
+    assert [n.status for n in faulty.nodes[2:]] == ["NotReady", "Ready"]
+    assert faulty.cliques[0] == healthy.cliques[0]
+    assert (faulty.cliques[1].ready_nodes, faulty.cliques[1].running_pods) == (1, 3)
+    degraded = faulty.condition("Degraded")
+    assert degraded is not None
+    assert degraded.message == "node b1 has fault taint cdo.dev/gpu-fault=x:NoExecute"
+
+
+def test_members_missing_names_the_slice_short_of_room() -> None:
+    short = sliced(
+        TWO_SLICES.slices[0],
+        slice_of([("b1", ("p3", "p4"))], index=1, clique=CLIQUE_B, channel=2, first_rank=3, size=3),
+    )
+    status = compute_status(
+        two_slice_facts(placement=short, pods=TWO_SLICES_PODS[:5]), previous=EMPTY, now=NOW
+    ).status
+    degraded = status.condition("Degraded")
+    assert degraded is not None and degraded.reason == "MembersMissing"
+    assert degraded.message == (
+        f"room reserved for 5 of 6 pods: slice 1 in clique {CLIQUE_B} holds room for 2 of its "
+        "3 pods"
+    )
+    ready = status.condition("Ready")
+    assert ready is not None and ready.message == "5 of 6 pods placed"
+
+
+def test_members_missing_counts_pods_no_slice_covers() -> None:
+    grown = sliced(*TWO_SLICES.slices, size=8)
+    degraded = compute_status(
+        two_slice_facts(placement=grown), previous=EMPTY, now=NOW
+    ).status.condition("Degraded")
+    assert degraded is not None
+    assert degraded.message == "room reserved for 6 of 8 pods: 2 pods in no slice yet"
+
+
+def test_members_missing_of_one_slice_keeps_its_wording() -> None:
+    degraded = compute_status(
+        facts(placement=placement(("n1", ("p1", "p2")), ("n2", ("p3",)), size=4)),
+        previous=EMPTY,
+        now=NOW,
+    ).status.condition("Degraded")
+    assert degraded is not None
+    assert degraded.message == (
+        f"room reserved for 3 of 4 pods; the rest wait for room in clique {CLIQUE}"
+    )
+
+
+def test_slices_in_one_clique_keep_clique_and_channel_and_share_a_node_once() -> None:
+    spec = sliced(
+        slice_of([("n1", ("p1",)), ("n2", ("p2",))], index=0),
+        slice_of([("n2", ("p3",))], index=1, first_rank=2, first_slot=1),
+    )
+    pods = (pod("p1", "n1"), pod("p2", "n2"), pod("p3", "n2", "Pending"))
+    assessment = compute_status(facts(placement=spec, pods=pods), previous=EMPTY, now=NOW)
+    status = assessment.status
+    assert (status.clique, status.channel) == (CLIQUE, 7)
+    assert [(n.name, n.index, n.status) for n in status.nodes] == [
+        ("n1", 0, "Ready"),
+        ("n2", 1, "NotReady"),
+    ]
+    assert status.cliques == (
+        ComputeDomainClique(
+            clique=CLIQUE, channel=7, slices=(0, 1), nodes=2, ready_nodes=1, pods=3, running_pods=2
+        ),
+    )
+    placed = status.condition("Placed")
+    assert placed is not None
+    assert placed.message == f"3 pods on 2 nodes in 2 slices of clique {CLIQUE}, channel 7"
+    assert [(m.node, m.pods, m.gpus) for m in assessment.members] == [("n1", 1, 2), ("n2", 2, 4)]
+    assert [(s.index, s.pods, s.running, s.nodes) for s in assessment.slices] == [
+        (0, 2, 2, ("n1", "n2")),
+        (1, 1, 0, ("n2",)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"pods": (pod("p1", "n1"), pod("p2", "n1", "Pending"), pod("p3", "n2"))},
+        {"nodes": {**NODES_OK, "n2": node("n2", faults=("cdo.dev/gpu-fault=x:NoExecute",))}},
+        {"deleting": True},
+    ],
+    ids=["ready", "pod pending", "fault", "deleting"],
+)
+def test_a_placement_of_the_first_release_gives_the_same_status(
+    changes: dict[str, object],
+) -> None:
+    members = (("n1", ("p1", "p2")), ("n2", ("p3",)))
+    legacy = compute_status(
+        facts(placement=legacy_placement(*members), **changes), previous=EMPTY, now=NOW
+    )
+    current = compute_status(
+        facts(placement=placement(*members), **changes), previous=EMPTY, now=NOW
+    )
+    assert legacy == current
+    assert (legacy.status.clique, legacy.status.channel) == (CLIQUE, 7)
+    assert [(n.name, n.index) for n in legacy.status.nodes] == [("n1", 0), ("n2", 1)]
+
+
 def test_ready_status_in_full() -> None:
     assessment = compute_status(facts(), previous=EMPTY, now=NOW)
     status = assessment.status
@@ -270,15 +526,27 @@ def test_ready_status_in_full() -> None:
     assert placed is not None
     assert placed.message == f"3 pods on 2 nodes of clique {CLIQUE}, channel 7"
     assert assessment.members == (
-        DomainMember(node="n1", index=0, address="10.0.0.2", pods=2, gpus=4, status="Ready"),
-        DomainMember(node="n2", index=1, address="10.0.0.2", pods=1, gpus=2, status="Ready"),
+        DomainMember(
+            node="n1", index=0, address="10.0.0.2", pods=2, gpus=4, status="Ready", clique=CLIQUE
+        ),
+        DomainMember(
+            node="n2", index=1, address="10.0.0.2", pods=1, gpus=2, status="Ready", clique=CLIQUE
+        ),
+    )
+    assert status.cliques == (
+        ComputeDomainClique(
+            clique=CLIQUE, channel=7, slices=(0,), nodes=2, ready_nodes=2, pods=3, running_pods=3
+        ),
     )
     assert (assessment.size, assessment.reason, assessment.deletion) == (3, "AllMembersReady", None)
 
 
 def test_members_follow_slot_order_not_list_order() -> None:
     spec = placement(("n1", ("p1",)), ("n2", ("p3",)))
-    reordered = msgspec.structs.replace(spec, members=tuple(reversed(spec.members)))
+    (piece,) = spec.slices
+    reordered = msgspec.structs.replace(
+        spec, slices=(msgspec.structs.replace(piece, members=tuple(reversed(piece.members))),)
+    )
     status = compute_status(facts(placement=reordered), previous=EMPTY, now=NOW).status
     assert [n.name for n in status.nodes] == ["n1", "n2"]
 
@@ -351,3 +619,14 @@ def test_gang_size_is_reported_before_placement() -> None:
 def test_listed_names_are_cut_short() -> None:
     assert listed(["a", "b"]) == "a, b"
     assert listed([f"p{i}" for i in range(8)]) == "p0, p1, p2, p3, p4 and 3 more"
+
+
+def test_a_placement_without_slices_is_placed_but_holds_nothing() -> None:
+    status = compute_status(
+        facts(placement=sliced(size=0), pods=(), nodes={}), previous=EMPTY, now=NOW
+    ).status
+    assert (status.nodes, status.cliques, status.clique, status.channel) == ((), (), None, None)
+    reasons = {c.type: (c.status, c.reason, c.message) for c in status.conditions}
+    assert reasons["Placed"] == ("True", "Placed", "the allocator's record holds no slice yet")
+    assert reasons["Ready"] == ("False", "WaitingForPlacement", "0 of 0 pods placed")
+    assert reasons["Degraded"][:2] == ("False", "Healthy")

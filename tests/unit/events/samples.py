@@ -4,6 +4,7 @@ from shared.events import (
     CliqueCapacity,
     DomainMember,
     DomainMembershipChanged,
+    DomainSlice,
     Event,
     ImexPeer,
     NodeCapacity,
@@ -13,6 +14,7 @@ from shared.events import (
 )
 
 CLIQUE = "2f1c8a52-7d6b-4cf1-9e0a-56c3c9e0b1a4.1"
+OTHER_CLIQUE = "2f1c8a52-7d6b-4cf1-9e0a-56c3c9e0b1a4.2"
 
 
 def sample_events() -> list[Event]:
@@ -27,9 +29,39 @@ def sample_events() -> list[Event]:
             channel=3,
             size=2,
             members=(
-                DomainMember(node="gb200-r1-n00", index=0, address="127.0.1.1", pods=1, gpus=4),
-                DomainMember(node="gb200-r1-n01.lab", index=1, status="Ready"),
+                DomainMember(
+                    node="gb200-r1-n00", index=0, address="127.0.1.1", pods=1, gpus=4, clique=CLIQUE
+                ),
+                DomainMember(node="gb200-r1-n01.lab", index=1, status="Ready", clique=CLIQUE),
             ),
+            slices=(
+                DomainSlice(
+                    index=0,
+                    clique=CLIQUE,
+                    channel=3,
+                    size=2,
+                    pods=1,
+                    running=1,
+                    nodes=("gb200-r1-n00", "gb200-r1-n01.lab"),
+                ),
+            ),
+        ),
+        DomainMembershipChanged(
+            namespace="default",
+            name="two-racks",
+            uid="uid-2",
+            generation=1,
+            phase="Placed",
+            size=2,
+            members=(
+                DomainMember(node="gb200-r1-n00", index=0, pods=1, gpus=4, clique=CLIQUE),
+                DomainMember(node="gb200-r2-n00", index=0, pods=1, gpus=4, clique=OTHER_CLIQUE),
+            ),
+            slices=(
+                DomainSlice(index=0, clique=CLIQUE, channel=3, size=1, pods=1, running=1),
+                DomainSlice(index=1, clique=OTHER_CLIQUE, channel=0, first_rank=1, size=1, pods=1),
+            ),
+            reason="PodsNotRunning",
         ),
         CliqueCapacity(
             clique=CLIQUE,

@@ -1,4 +1,4 @@
-"""CDI specs: every field CDI 0.6.0 requires, the channel device, the domain in the env."""
+"""CDI specs: every field CDI 0.6.0 requires, the channel device, domain and slice in the env."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import jsonschema
+import msgspec
 import pytest
 
 from services.imex_agent.cdi import (
     CdiStore,
     ChannelGrant,
+    SliceSeat,
     device_id,
     encode_spec,
     render_spec,
@@ -19,12 +21,16 @@ from services.imex_agent.cdi import (
 from tests.unit.imex_agent.cdi_schema import CDI_SPEC_0_6
 
 UID = "0b9c1a52-5f64-4f0e-9a0e-3f5d8b0f4c21"
+SEAT = SliceSeat(
+    clique="c0ffee00-0000-4000-8000-000000000001.3", index=2, size=8, rank=21, slice_rank=5
+)
 GRANT = ChannelGrant(
     claim_uid=UID,
     domain_namespace="team-a",
     domain_name="train",
     domain_uid="d0d0",
     channel=17,
+    seat=SEAT,
 )
 
 
@@ -50,7 +56,40 @@ def test_spec_has_every_field_cdi_requires() -> None:
         "CDO_COMPUTE_DOMAIN=team-a/train",
         "CDO_COMPUTE_DOMAIN_UID=d0d0",
         "CDO_IMEX_CHANNEL=17",
+        "CDO_CLIQUE_ID=c0ffee00-0000-4000-8000-000000000001.3",
+        "CDO_SLICE_INDEX=2",
+        "CDO_SLICE_SIZE=8",
+        "CDO_SLICE_RANK=5",
+        "CDO_RANK=21",
+        # NVIDIA's names and value forms (kubernetes-sigs/dra-driver-nvidia-gpu).
+        "CLIQUE_ID=c0ffee00-0000-4000-8000-000000000001.3",
+        "COMPUTE_DOMAIN_UUID=d0d0",
+        "COMPUTE_DOMAIN_NAME=train",
+        "COMPUTE_DOMAIN_NAMESPACE=team-a",
     ]
+
+
+def test_the_same_grant_renders_the_same_bytes() -> None:
+    def render(grant: ChannelGrant) -> bytes:
+        return encode_spec(render_spec(grant, major=234, host_dir=Path("/dev/x")))
+
+    copy = msgspec.convert(msgspec.to_builtins(GRANT), ChannelGrant)
+    assert render(copy) == render(GRANT)
+    other = msgspec.structs.replace(
+        GRANT, seat=msgspec.structs.replace(SEAT, slice_rank=6, rank=22)
+    )
+    assert render(other) != render(GRANT)
+
+
+def test_a_claim_the_previous_release_prepared_keeps_its_environment() -> None:
+    """Its checkpoint record has no seat: the spec is re-rendered exactly as it was written."""
+    legacy = msgspec.structs.replace(GRANT, seat=None)
+    (device,) = render_spec(legacy, major=234, host_dir=Path("/dev/x")).devices
+    assert device.container_edits.env == (
+        "CDO_COMPUTE_DOMAIN=team-a/train",
+        "CDO_COMPUTE_DOMAIN_UID=d0d0",
+        "CDO_IMEX_CHANNEL=17",
+    )
 
 
 def test_device_id_and_file_name_follow_cdi_naming() -> None:

@@ -1,4 +1,9 @@
-"""From a claim to its channel: the decision, and every way it refuses."""
+"""From a claim to its pod's slice: the decision, and every way it refuses.
+
+The default record is a two-slice Placement of ``team-a/train`` (8 ranks): slice 0 (ranks 0-3,
+channel 3) in clique B on nodes m1 and m2, slice 1 (ranks 4-7, channel 7) in clique A on nodes
+n1 and n2. The agent under test runs on n1, in clique A.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,25 @@ from typing import Any
 import msgspec
 import pytest
 
+from services.imex_agent.cdi import ChannelGrant, SliceSeat
 from services.imex_agent.checkpoint import DeviceRecord
-from services.imex_agent.claims import ClaimRefusedError, PlacementView, decide
+from services.imex_agent.claims import (
+    ClaimRefusedError,
+    PlacementView,
+    decide,
+    decode_placement,
+)
 from shared.kube.models import ResourceClaim
 from shared.kubeletapi import Claim
 
 DRIVER = "compute-domain.cdo.dev"
 CLIQUE = "6f0b6a9c-1b8e-4a52-9e2b-2a1e5b7a0c11.1"
-CLAIM = Claim(namespace="team-a", uid="c-1", name="train-0-channel")
+CLIQUE_B = "6f0b6a9c-1b8e-4a52-9e2b-2a1e5b7a0c11.2"
+CLAIM = Claim(namespace="team-a", uid="c-1", name="train-5-channel")
+
+
+def pod_ref(name: str, *, resource: str = "pods") -> dict[str, str]:
+    return {"resource": resource, "name": name, "uid": f"uid-{name}"}
 
 
 def claim_object(
@@ -22,10 +38,12 @@ def claim_object(
     uid: str = "c-1",
     labels: dict[str, str] | None = None,
     results: list[dict[str, str]] | None = None,
+    pool: str = "n1",
+    reserved: list[dict[str, str]] | None = None,
 ) -> ResourceClaim:
     body: dict[str, Any] = {
         "metadata": {
-            "name": "train-0-channel",
+            "name": "train-5-channel",
             "namespace": "team-a",
             "uid": uid,
             "labels": {"cdo.dev/compute-domain": "train", "cdo.dev/compute-domain-uid": "d-1"}
@@ -36,19 +54,65 @@ def claim_object(
             "allocation": {
                 "devices": {
                     "results": [
-                        {"request": "channel", "driver": DRIVER, "pool": "n1", "device": "attach-2"}
+                        {"request": "channel", "driver": DRIVER, "pool": pool, "device": "attach-2"}
                     ]
                     if results is None
                     else results
                 }
-            }
+            },
+            "reservedFor": [pod_ref("train-5")] if reserved is None else reserved,
         },
     }
     return msgspec.convert(body, ResourceClaim)
 
 
+def member(node: str, slot: int, *ranks: int) -> dict[str, Any]:
+    return {
+        "node": node,
+        "slot": slot,
+        "gpus": 4 * len(ranks),
+        "pods": [{"name": f"train-{rank}", "rank": rank} for rank in ranks],
+    }
+
+
+TWO_SLICES: list[dict[str, Any]] = [
+    {
+        "index": 0,
+        "clique": CLIQUE_B,
+        "channel": 3,
+        "firstRank": 0,
+        "size": 4,
+        "members": [member("m1", 0, 0, 1), member("m2", 1, 2, 3)],
+    },
+    {
+        "index": 1,
+        "clique": CLIQUE,
+        "channel": 7,
+        "firstRank": 4,
+        "size": 4,
+        "members": [member("n1", 0, 4, 5), member("n2", 1, 6, 7)],
+    },
+]
+
+OLD_SHAPE: dict[str, Any] = {
+    "clique": CLIQUE,
+    "channel": 9,
+    "gpusPerPod": 4,
+    "size": 4,
+    # Pods as plain names; ranks go in slot order, then by name: train-3 is rank 3.
+    "members": [
+        {"node": "n1", "slot": 1, "gpus": 8, "pods": ["train-3", "train-2"]},
+        {"node": "n0", "slot": 0, "gpus": 8, "pods": ["train-0", "train-1"]},
+    ],
+}
+
+
 def placement(
-    *, namespace: str = "team-a", owner: str = "d-1", clique: str = CLIQUE, channel: int = 7
+    *,
+    namespace: str = "team-a",
+    owner: str = "d-1",
+    slices: list[dict[str, Any]] | None = None,
+    spec: dict[str, Any] | None = None,
 ) -> PlacementView:
     body: dict[str, Any] = {
         "metadata": {
@@ -63,7 +127,9 @@ def placement(
                 }
             ],
         },
-        "spec": {"clique": clique, "channel": channel},
+        "spec": spec
+        if spec is not None
+        else {"gpusPerPod": 4, "size": 8, "slices": TWO_SLICES if slices is None else slices},
     }
     return msgspec.convert(body, PlacementView)
 
@@ -82,12 +148,84 @@ def run(**overrides: Any) -> Any:
     return decide(**arguments)
 
 
-def test_claim_gets_its_domains_channel() -> None:
+def test_a_pod_seated_in_slice_1_gets_that_slices_channel_and_its_slice_rank() -> None:
     resolution = run()
-    assert resolution.grant.channel == 7
-    assert (resolution.grant.domain_namespace, resolution.grant.domain_name) == ("team-a", "train")
-    assert resolution.grant.domain_uid == "d-1"
+    assert resolution.grant == ChannelGrant(
+        claim_uid="c-1",
+        domain_namespace="team-a",
+        domain_name="train",
+        domain_uid="d-1",
+        channel=7,
+        seat=SliceSeat(clique=CLIQUE, index=1, size=4, rank=5, slice_rank=1),
+    )
     assert resolution.devices == (DeviceRecord(request="channel", pool="n1", device="attach-2"),)
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "clique", "channel", "seat"),
+    [
+        (
+            "train-4",
+            "n1",
+            CLIQUE,
+            7,
+            SliceSeat(clique=CLIQUE, index=1, size=4, rank=4, slice_rank=0),
+        ),
+        (
+            "train-7",
+            "n2",
+            CLIQUE,
+            7,
+            SliceSeat(clique=CLIQUE, index=1, size=4, rank=7, slice_rank=3),
+        ),
+        (
+            "train-0",
+            "m1",
+            CLIQUE_B,
+            3,
+            SliceSeat(clique=CLIQUE_B, index=0, size=4, rank=0, slice_rank=0),
+        ),
+        (
+            "train-3",
+            "m2",
+            CLIQUE_B,
+            3,
+            SliceSeat(clique=CLIQUE_B, index=0, size=4, rank=3, slice_rank=3),
+        ),
+    ],
+)
+def test_every_pod_gets_the_channel_and_ranks_of_its_own_slice(
+    pod: str, node: str, clique: str, channel: int, seat: SliceSeat
+) -> None:
+    resolution = run(obj=claim_object(pool=node, reserved=[pod_ref(pod)]), node=node, clique=clique)
+    assert (resolution.grant.channel, resolution.grant.seat) == (channel, seat)
+
+
+def test_an_old_shape_placement_still_grants_its_channel_with_ranks_of_its_one_slice() -> None:
+    resolution = run(
+        obj=claim_object(reserved=[pod_ref("train-3")]), placement=placement(spec=OLD_SHAPE)
+    )
+    assert resolution.grant.channel == 9
+    assert resolution.grant.seat == SliceSeat(clique=CLIQUE, index=0, size=4, rank=3, slice_rank=3)
+
+
+def test_a_hand_made_claim_copying_a_domains_labels_gets_nothing() -> None:
+    """Labels, namespace and device are right, but its pod is no member of the domain."""
+    with pytest.raises(ClaimRefusedError) as refused:
+        run(obj=claim_object(reserved=[pod_ref("intruder")]))
+    assert str(refused.value) == (
+        "pod intruder is not a member of ComputeDomain team-a/train on node n1: the allocator "
+        "did not place it here"
+    )
+
+
+def test_a_pod_seated_on_another_node_is_refused_and_told_where_it_is_seated() -> None:
+    with pytest.raises(ClaimRefusedError) as refused:
+        run(obj=claim_object(reserved=[pod_ref("train-6")]))
+    assert str(refused.value) == (
+        "pod train-6 is not a member of ComputeDomain team-a/train on node n1: the allocator "
+        "did not place it here (it is seated on node n2)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,8 +258,34 @@ def test_claim_gets_its_domains_channel() -> None:
         ),
         ({"placement": None}, "has no Placement yet"),
         ({"placement": placement(owner="d-0")}, "belongs to ComputeDomain uid d-0"),
+        (
+            {"obj": claim_object(reserved=[])},
+            "ResourceClaim team-a/train-5-channel of ComputeDomain team-a/train on node n1 is "
+            "reserved for no pod",
+        ),
+        (
+            {"obj": claim_object(reserved=[pod_ref("train-5", resource="jobs")])},
+            "reserved for no pod",
+        ),
+        (
+            {"obj": claim_object(reserved=[pod_ref("train-4"), pod_ref("train-5")])},
+            r"reserved for 2 pods \(train-4, train-5\)",
+        ),
         ({"clique": None}, "has no NVLink clique"),
-        ({"placement": placement(clique="other.1")}, "is placed in clique 'other.1'"),
+        (
+            {"obj": claim_object(reserved=[pod_ref("train-1")])},
+            "pod train-1 is not a member of ComputeDomain team-a/train on node n1: .*"
+            r"\(it is seated on node m1\)",
+        ),
+        (
+            {"clique": "other.1"},
+            "pod train-5 is placed in slice 1 of ComputeDomain team-a/train, which is in "
+            f"clique '{CLIQUE}'; node n1 is in clique 'other.1'",
+        ),
+        (
+            {"placement": placement(slices=[])},
+            "pod train-5 is not a member of ComputeDomain team-a/train on node n1",
+        ),
     ],
 )
 def test_refusals(overrides: dict[str, Any], message: str) -> None:
@@ -133,6 +297,22 @@ def test_a_claim_in_another_namespace_never_gets_that_domains_channel() -> None:
     """Even when its own namespace has a domain of the same name."""
     with pytest.raises(ClaimRefusedError, match="another namespace"):
         run(placement=placement(owner="someone-else"), elsewhere=placement(namespace="team-b"))
+
+
+def test_a_placement_that_does_not_decode_is_a_refusal() -> None:
+    body = msgspec.json.encode(
+        {
+            "metadata": {"name": "train", "namespace": "team-a"},
+            "spec": {"gpusPerPod": 4, "size": 1, "slices": [{**TWO_SLICES[1], "channel": 5000}]},
+        }
+    )
+    with pytest.raises(ClaimRefusedError, match="Placement team-a/train cannot be read"):
+        decode_placement(body, namespace="team-a", name="train")
+    assert decode_placement(None, namespace="team-a", name="train") is None
+    decoded = decode_placement(
+        msgspec.json.encode(msgspec.to_builtins(placement())), namespace="team-a", name="train"
+    )
+    assert decoded == placement()
 
 
 def test_the_resolution_carries_the_placements_trace_annotations() -> None:

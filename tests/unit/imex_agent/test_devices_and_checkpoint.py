@@ -6,8 +6,10 @@ import os
 import stat
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from services.imex_agent.cdi import SliceSeat
 from services.imex_agent.channels import (
     ChannelDeviceError,
     ChannelDevices,
@@ -89,7 +91,7 @@ def test_mknod_mode_makes_character_devices_or_says_what_is_missing(tmp_path: Pa
     assert devices.ensure(3) is False
 
 
-def record(uid: str, channel: int) -> ClaimRecord:
+def record(uid: str, channel: int, *, seat: SliceSeat | None = None) -> ClaimRecord:
     return ClaimRecord(
         uid=uid,
         namespace="ns",
@@ -100,6 +102,7 @@ def record(uid: str, channel: int) -> ClaimRecord:
         channel=channel,
         devices=(DeviceRecord(request="channel", pool="n1", device="attach-0"),),
         cdi_ids=(f"cdo.dev/imex-channel={uid}",),
+        seat=seat,
     )
 
 
@@ -112,6 +115,28 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     assert loaded.claims == {"a": record("a", 4)}
     assert loaded.channels == [4]
     assert loaded.channels_in_use() == {4}
+
+
+def test_checkpoint_keeps_the_pods_seat_and_reads_records_of_the_previous_release(
+    tmp_path: Path,
+) -> None:
+    store = CheckpointStore(tmp_path / "checkpoint.json")
+    seat = SliceSeat(clique="c.1", index=1, size=4, rank=6, slice_rank=2)
+    store.save(CheckpointData(claims={"a": record("a", 4, seat=seat)}, channels=[4]))
+    assert store.load().claims["a"].seat == seat
+    # A record the previous release wrote has no seat.
+    old = msgspec.json.encode(
+        {
+            "version": 1,
+            "claims": {
+                "b": {k: v for k, v in msgspec.to_builtins(record("b", 5)).items() if k != "seat"}
+            },
+            "channels": [5],
+        }
+    )
+    assert b"seat" not in old
+    store.path.write_bytes(old)
+    assert store.load().claims == {"b": record("b", 5)}
 
 
 def test_damaged_checkpoint_is_an_error_not_an_empty_start(tmp_path: Path) -> None:

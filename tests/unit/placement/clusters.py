@@ -10,8 +10,9 @@ from services.clique_allocator.placement import (
     GangRequest,
     Node,
     NodeShare,
-    Placement,
+    Placed,
     Reservation,
+    SliceTarget,
     place,
 )
 
@@ -75,14 +76,14 @@ def whole_nodes(
     return holding(domain, clique_id, pods_by_slot=dict.fromkeys(slots, 1), channel=channel)
 
 
-def placed(view: ClusterView, request: GangRequest) -> tuple[Placement, ClusterView]:
+def placed(view: ClusterView, request: GangRequest) -> tuple[Placed, ClusterView]:
     """Place and advance the view; the test fails if the gang was not placed."""
     decision = place(view, request)
-    assert isinstance(decision, Placement), decision
+    assert isinstance(decision, Placed), decision
     return decision, view.with_domain(decision.domain, decision.reservations)
 
 
-def pods_per_node(placement: Placement) -> dict[str, int]:
+def pods_per_node(placement: Placed) -> dict[str, int]:
     counts: dict[str, int] = {}
     for node in placement.pod_nodes:
         counts[node] = counts.get(node, 0) + 1
@@ -93,3 +94,15 @@ def free_gpus(view: ClusterView, clique_id: str) -> dict[str, int]:
     state = view.clique(clique_id)
     assert state is not None
     return {node.name: node.free for node in state.nodes}
+
+
+def grow_to(
+    domain: str, pods: int, *, gpus_per_pod: int, slice_index: int = 0, span: int | None = None
+) -> GangRequest:
+    """A request that one slice the domain holds hold ``pods`` pods."""
+    return GangRequest(
+        domain=domain,
+        gpus_per_pod=gpus_per_pod,
+        targets=(SliceTarget(slice_index=slice_index, pods=pods),),
+        span=span,
+    )

@@ -20,7 +20,7 @@ from tests.unit.placement.clusters import placed, rack
 def test_a_placement_round_trips_through_json() -> None:
     placement, _ = placed(
         ClusterView.build(cliques=[rack("r0")], reservations=[]),
-        GangRequest(domain="ml/a", pods=6, gpus_per_pod=1),
+        GangRequest(domain="ml/a", new_pods=6, gpus_per_pod=1),
     )
 
     encoded = msgspec.json.encode(placement)
@@ -32,13 +32,13 @@ def test_a_placement_round_trips_through_json() -> None:
 def test_not_placed_round_trips_with_its_reason() -> None:
     decision = place(
         ClusterView.build(cliques=[rack("r0")], reservations=[]),
-        GangRequest(domain="ml/a", pods=19, gpus_per_pod=4),
+        GangRequest(domain="ml/a", new_pods=19, gpus_per_pod=4),
     )
 
     decoded = msgspec.json.decode(msgspec.json.encode(decision), type=Decision)
 
     assert isinstance(decoded, NotPlaced)
-    assert decoded.reason is Reason.LARGER_THAN_ANY_CLIQUE
+    assert decoded.reason is Reason.LARGER_THAN_CLUSTER
 
 
 @pytest.mark.parametrize(

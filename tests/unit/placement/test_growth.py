@@ -9,13 +9,14 @@ from services.clique_allocator.placement import (
     GangRequest,
     NodeShare,
     NotPlaced,
-    Placement,
+    Placed,
     Reason,
     place,
     release,
 )
 from tests.unit.placement.clusters import (
     free_gpus,
+    grow_to,
     holding,
     placed,
     pods_per_node,
@@ -32,7 +33,7 @@ def test_a_grown_domain_gets_its_new_pods_in_its_clique_on_its_channel() -> None
         reservations=[whole_nodes("ml/a", "r1", [0, 1], channel=3)],
     )
 
-    placement, view = placed(view, GangRequest(domain="ml/a", pods=4, gpus_per_pod=4))
+    placement, view = placed(view, grow_to("ml/a", 4, gpus_per_pod=4))
 
     assert placement.slices[0].clique == "r1"
     assert placement.slices[0].channel == 3
@@ -51,7 +52,7 @@ def test_growth_fills_the_domains_own_nodes_first() -> None:
         ],
     )
     # Trays 0 and 2 both have 3 free; the domain already runs on tray 2.
-    placement, _ = placed(view, GangRequest(domain="ml/a", pods=3, gpus_per_pod=1))
+    placement, _ = placed(view, grow_to("ml/a", 3, gpus_per_pod=1))
 
     assert pods_per_node(placement) == {tray("r0", 2): 2}
 
@@ -62,41 +63,41 @@ def test_a_domain_whose_clique_is_full_waits_rather_than_moves() -> None:
         reservations=[whole_nodes("ml/a", "r0", [0, 1])],
     )
 
-    decision = place(view, GangRequest(domain="ml/a", pods=3, gpus_per_pod=4))
+    decision = place(view, grow_to("ml/a", 3, gpus_per_pod=4))
 
     assert decision == NotPlaced(
         domain="ml/a",
         reason=Reason.CLIQUE_FULL,
-        message="the domain stays in clique r0, which has room for 0 of 1 pod of 4 GPUs more",
+        message="the slice stays in clique r0, which has room for 0 of 1 pod of 4 GPUs more",
     )
 
 
 def test_asking_again_for_what_the_domain_holds_places_nothing_new() -> None:
     first, view = placed(
         ClusterView.build(cliques=[rack("r0")], reservations=[]),
-        GangRequest(domain="ml/a", pods=5, gpus_per_pod=2),
+        GangRequest(domain="ml/a", new_pods=5, gpus_per_pod=2),
     )
 
-    again = place(view, GangRequest(domain="ml/a", pods=5, gpus_per_pod=2))
+    again = place(view, grow_to("ml/a", 5, gpus_per_pod=2))
 
-    assert again == Placement(domain="ml/a", reservations=first.reservations)
+    assert again == Placed(domain="ml/a", reservations=first.reservations)
 
 
 def test_a_smaller_request_places_nothing_and_releases_nothing() -> None:
     first, view = placed(
         ClusterView.build(cliques=[rack("r0")], reservations=[]),
-        GangRequest(domain="ml/a", pods=5, gpus_per_pod=2),
+        GangRequest(domain="ml/a", new_pods=5, gpus_per_pod=2),
     )
 
-    smaller = place(view, GangRequest(domain="ml/a", pods=2, gpus_per_pod=2))
+    smaller = place(view, grow_to("ml/a", 2, gpus_per_pod=2))
 
-    assert smaller == Placement(domain="ml/a", reservations=first.reservations)
+    assert smaller == Placed(domain="ml/a", reservations=first.reservations)
 
 
 def test_a_domain_cannot_change_its_pod_size() -> None:
     view = ClusterView.build(cliques=[rack("r0")], reservations=[whole_nodes("ml/a", "r0", [0])])
 
-    decision = place(view, GangRequest(domain="ml/a", pods=4, gpus_per_pod=1))
+    decision = place(view, GangRequest(domain="ml/a", new_pods=4, gpus_per_pod=1))
 
     assert decision == NotPlaced(
         domain="ml/a",
@@ -108,7 +109,7 @@ def test_a_domain_cannot_change_its_pod_size() -> None:
 def test_a_domain_whose_clique_is_gone_waits_with_a_reason() -> None:
     view = ClusterView.build(cliques=[rack("r1")], reservations=[whole_nodes("ml/a", "r0", [0, 1])])
 
-    decision = place(view, GangRequest(domain="ml/a", pods=3, gpus_per_pod=4))
+    decision = place(view, grow_to("ml/a", 3, gpus_per_pod=4))
 
     assert isinstance(decision, NotPlaced)
     assert decision.reason is Reason.CLIQUE_UNAVAILABLE
@@ -117,7 +118,7 @@ def test_a_domain_whose_clique_is_gone_waits_with_a_reason() -> None:
 def test_a_replacement_after_a_node_failure_goes_to_a_healthy_node_of_the_same_clique() -> None:
     placement, view = placed(
         ClusterView.build(cliques=[rack("r0", nodes=4), rack("r1")], reservations=[]),
-        GangRequest(domain="ml/a", pods=2, gpus_per_pod=4),
+        GangRequest(domain="ml/a", new_pods=2, gpus_per_pod=4),
     )
     assert placement.pod_nodes == (tray("r0", 0), tray("r0", 1))
     # Tray 0 fails: its pod is gone and the tray is unusable.
@@ -125,19 +126,19 @@ def test_a_replacement_after_a_node_failure_goes_to_a_healthy_node_of_the_same_c
     shrunk = release(placement.reservations[0], pods_by_node={tray("r0", 0): 1})
     view = view.with_domain("ml/a", [shrunk])
 
-    replacement, view = placed(view, GangRequest(domain="ml/a", pods=2, gpus_per_pod=4))
+    replacement, view = placed(view, grow_to("ml/a", 2, gpus_per_pod=4))
 
     assert replacement.slices[0].pod_nodes == (tray("r0", 2),)
     assert replacement.slices[0].channel == placement.slices[0].channel
 
 
-def test_a_span_grows_onto_new_nodes_until_it_reaches_num_nodes() -> None:
+def test_a_span_grows_onto_new_nodes_until_it_reaches_its_node_count() -> None:
     view = ClusterView.build(
         cliques=[rack("r0", nodes=6)],
         reservations=[holding("ml/a", "r0", pods_by_slot={0: 2, 1: 2}, gpus_per_pod=1)],
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/a", pods=8, gpus_per_pod=1, num_nodes=4))
+    placement, _ = placed(view, grow_to("ml/a", 8, gpus_per_pod=1, span=4))
 
     assert pods_per_node(placement) == {tray("r0", 2): 2, tray("r0", 3): 2}
 
@@ -148,7 +149,7 @@ def test_a_span_smaller_than_the_nodes_already_used_is_refused() -> None:
         reservations=[holding("ml/a", "r0", pods_by_slot={0: 1, 1: 1, 2: 1}, gpus_per_pod=1)],
     )
 
-    decision = place(view, GangRequest(domain="ml/a", pods=4, gpus_per_pod=1, num_nodes=2))
+    decision = place(view, grow_to("ml/a", 4, gpus_per_pod=1, span=2))
 
     assert isinstance(decision, NotPlaced)
     assert decision.reason is Reason.INVALID_REQUEST
@@ -158,10 +159,10 @@ def test_a_span_smaller_than_the_nodes_already_used_is_refused() -> None:
 def test_a_sliced_domain_grows_by_whole_new_slices_and_keeps_its_old_ones() -> None:
     first, view = placed(
         ClusterView.build(cliques=[rack("r0"), rack("r1")], reservations=[]),
-        GangRequest(domain="ml/s", pods=18, gpus_per_pod=4, slice_pods=18),
+        GangRequest(domain="ml/s", new_pods=18, gpus_per_pod=4, slice_pods=18),
     )
 
-    grown, _ = placed(view, GangRequest(domain="ml/s", pods=36, gpus_per_pod=4, slice_pods=18))
+    grown, _ = placed(view, GangRequest(domain="ml/s", new_pods=18, gpus_per_pod=4, slice_pods=18))
 
     assert [s.slice_index for s in grown.slices] == [1]
     assert grown.slices[0].clique == "r1"
@@ -174,7 +175,7 @@ def test_a_sliced_domain_grows_by_whole_new_slices_and_keeps_its_old_ones() -> N
 def test_release_returns_the_pods_gpus_to_the_nodes() -> None:
     placement, view = placed(
         ClusterView.build(cliques=[rack("r0", nodes=2)], reservations=[]),
-        GangRequest(domain="ml/a", pods=6, gpus_per_pod=1),
+        GangRequest(domain="ml/a", new_pods=6, gpus_per_pod=1),
     )
 
     shrunk = release(placement.reservations[0], pods_by_node={tray("r0", 0): 3, tray("r0", 1): 1})
@@ -210,6 +211,6 @@ def test_a_released_domain_keeps_its_channel_and_others_cannot_take_it() -> None
     )
     view = ClusterView.build(cliques=[rack("r0")], reservations=[reservation])
 
-    placement, _ = placed(view, GangRequest(domain="ml/b", pods=1, gpus_per_pod=4))
+    placement, _ = placed(view, GangRequest(domain="ml/b", new_pods=1, gpus_per_pod=4))
 
     assert placement.slices[0].channel == 1

@@ -8,7 +8,7 @@ from services.clique_allocator.placement import (
     ClusterView,
     GangRequest,
     NotPlaced,
-    Placement,
+    Placed,
     Reason,
     place,
 )
@@ -22,7 +22,7 @@ from tests.unit.placement.clusters import (
     whole_nodes,
 )
 
-SEED = GangRequest(domain="default/seed", pods=18, gpus_per_pod=4)
+SEED = GangRequest(domain="default/seed", new_pods=18, gpus_per_pod=4)
 """The seed workload: 18 pods of 4 GPUs, one NVL72 rack."""
 
 
@@ -43,14 +43,16 @@ def test_the_seed_gang_lands_in_one_clique_one_pod_per_tray() -> None:
 
 def test_two_seed_gangs_land_in_different_racks() -> None:
     first, view = placed(two_racks(), SEED)
-    second, _ = placed(view, GangRequest(domain="default/seed-2", pods=18, gpus_per_pod=4))
+    second, _ = placed(view, GangRequest(domain="default/seed-2", new_pods=18, gpus_per_pod=4))
 
     assert first.cliques == ("r0",)
     assert second.cliques == ("r1",)
 
 
 def test_72_one_gpu_pods_fill_one_rack_four_per_node() -> None:
-    placement, view = placed(two_racks(), GangRequest(domain="ml/wide", pods=72, gpus_per_pod=1))
+    placement, view = placed(
+        two_racks(), GangRequest(domain="ml/wide", new_pods=72, gpus_per_pod=1)
+    )
 
     assert placement.cliques == ("r0",)
     assert pods_per_node(placement) == {tray("r0", slot): 4 for slot in range(18)}
@@ -60,9 +62,9 @@ def test_72_one_gpu_pods_fill_one_rack_four_per_node() -> None:
 
 def test_two_36_pod_domains_asking_for_18_nodes_share_every_node_with_own_channels() -> None:
     first, view = placed(
-        two_racks(), GangRequest(domain="ml/a", pods=36, gpus_per_pod=1, num_nodes=18)
+        two_racks(), GangRequest(domain="ml/a", new_pods=36, gpus_per_pod=1, span=18)
     )
-    second, view = placed(view, GangRequest(domain="ml/b", pods=36, gpus_per_pod=1, num_nodes=18))
+    second, view = placed(view, GangRequest(domain="ml/b", new_pods=36, gpus_per_pod=1, span=18))
 
     every_tray = {tray("r0", slot): 2 for slot in range(18)}
     assert pods_per_node(first) == every_tray
@@ -72,8 +74,8 @@ def test_two_36_pod_domains_asking_for_18_nodes_share_every_node_with_own_channe
 
 
 def test_two_36_pod_domains_without_a_span_pack_one_rack_with_own_channels() -> None:
-    first, view = placed(two_racks(), GangRequest(domain="ml/a", pods=36, gpus_per_pod=1))
-    second, view = placed(view, GangRequest(domain="ml/b", pods=36, gpus_per_pod=1))
+    first, view = placed(two_racks(), GangRequest(domain="ml/a", new_pods=36, gpus_per_pod=1))
+    second, view = placed(view, GangRequest(domain="ml/b", new_pods=36, gpus_per_pod=1))
 
     assert first.cliques == second.cliques == ("r0",)
     assert pods_per_node(first) == {tray("r0", slot): 4 for slot in range(9)}
@@ -83,8 +85,8 @@ def test_two_36_pod_domains_without_a_span_pack_one_rack_with_own_channels() -> 
 
 
 def test_domains_of_odd_sizes_share_the_node_where_one_ends() -> None:
-    first, view = placed(two_racks(), GangRequest(domain="ml/a", pods=6, gpus_per_pod=1))
-    second, _ = placed(view, GangRequest(domain="ml/b", pods=2, gpus_per_pod=1))
+    first, view = placed(two_racks(), GangRequest(domain="ml/a", new_pods=6, gpus_per_pod=1))
+    second, _ = placed(view, GangRequest(domain="ml/b", new_pods=2, gpus_per_pod=1))
 
     assert pods_per_node(first) == {tray("r0", 0): 4, tray("r0", 1): 2}
     assert pods_per_node(second) == {tray("r0", 1): 2}
@@ -104,7 +106,7 @@ def test_the_tightest_clique_is_chosen() -> None:
         ],
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/five", pods=5, gpus_per_pod=4))
+    placement, _ = placed(view, GangRequest(domain="ml/five", new_pods=5, gpus_per_pod=4))
 
     assert placement.cliques == ("r1",)
     assert placement.pod_nodes == tuple(tray("r1", slot) for slot in range(12, 17))
@@ -115,7 +117,7 @@ def test_a_small_gang_fills_a_used_rack_and_keeps_the_empty_rack_whole() -> None
         cliques=[rack("r0"), rack("r1")], reservations=[whole_nodes("busy/a", "r1", range(3))]
     )
 
-    placement, view = placed(view, GangRequest(domain="ml/one", pods=1, gpus_per_pod=4))
+    placement, view = placed(view, GangRequest(domain="ml/one", new_pods=1, gpus_per_pod=4))
 
     assert placement.cliques == ("r1",)
     empty = view.clique("r0")
@@ -134,7 +136,7 @@ def test_sub_node_pods_fill_holes_rather_than_break_a_whole_node() -> None:
         ],
     )
 
-    placement, view = placed(view, GangRequest(domain="ml/pair", pods=2, gpus_per_pod=1))
+    placement, view = placed(view, GangRequest(domain="ml/pair", new_pods=2, gpus_per_pod=1))
 
     assert pods_per_node(placement) == {tray("r1", 0): 2}
     assert free_gpus(view, "r0")[tray("r0", 17)] == 4
@@ -148,7 +150,7 @@ def test_within_a_clique_the_fullest_node_with_room_is_filled_first() -> None:
         ],
     )
     # Free GPUs per tray: 4, 3, 1, 4. Three 1-GPU pods: tray 2 (1 free), then tray 1 (3 free).
-    placement, _ = placed(view, GangRequest(domain="ml/three", pods=3, gpus_per_pod=1))
+    placement, _ = placed(view, GangRequest(domain="ml/three", new_pods=3, gpus_per_pod=1))
 
     assert pods_per_node(placement) == {tray("r0", 2): 1, tray("r0", 1): 2}
     assert placement.pod_nodes == (tray("r0", 1), tray("r0", 1), tray("r0", 2))
@@ -160,7 +162,7 @@ def test_whole_node_pods_take_the_lowest_free_slots() -> None:
         reservations=[whole_nodes("busy/a", "r0", [0, 2])],
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/three", pods=3, gpus_per_pod=4))
+    placement, _ = placed(view, GangRequest(domain="ml/three", new_pods=3, gpus_per_pod=4))
 
     assert placement.pod_nodes == (tray("r0", 1), tray("r0", 3), tray("r0", 4))
 
@@ -171,7 +173,7 @@ def test_two_gpu_pods_use_pairs_left_on_partly_used_nodes() -> None:
         reservations=[holding("busy/a", "r0", pods_by_slot={0: 2, 2: 2}, gpus_per_pod=1)],
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/pairs", pods=2, gpus_per_pod=2))
+    placement, _ = placed(view, GangRequest(domain="ml/pairs", new_pods=2, gpus_per_pod=2))
 
     assert pods_per_node(placement) == {tray("r0", 0): 1, tray("r0", 2): 1}
 
@@ -184,7 +186,7 @@ def test_unhealthy_and_cordoned_nodes_are_never_used() -> None:
         cliques=[rack("r0", nodes=4, unhealthy=[0], cordoned=[2])], reservations=[]
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/two", pods=2, gpus_per_pod=4))
+    placement, _ = placed(view, GangRequest(domain="ml/two", new_pods=2, gpus_per_pod=4))
 
     assert placement.pod_nodes == (tray("r0", 1), tray("r0", 3))
 
@@ -230,7 +232,7 @@ def test_sub_node_pods_without_room_say_how_many_pods_fit() -> None:
         reservations=[holding("busy/a", "c0", pods_by_slot={0: 3}, gpus_per_pod=1)],
     )
 
-    decision = place(view, GangRequest(domain="ml/six", pods=6, gpus_per_pod=1))
+    decision = place(view, GangRequest(domain="ml/six", new_pods=6, gpus_per_pod=1))
 
     assert decision == NotPlaced(
         domain="ml/six",
@@ -239,14 +241,23 @@ def test_sub_node_pods_without_room_say_how_many_pods_fit() -> None:
     )
 
 
-def test_a_gang_larger_than_any_clique_says_so_and_suggests_slices() -> None:
-    decision = place(two_racks(), GangRequest(domain="ml/big", pods=19, gpus_per_pod=4))
+def test_a_gang_larger_than_any_clique_is_cut_into_the_fewest_slices() -> None:
+    placement, _ = placed(two_racks(), GangRequest(domain="ml/big", new_pods=19, gpus_per_pod=4))
+
+    assert [(s.clique, len(s.pod_nodes)) for s in placement.slices] == [("r0", 18), ("r1", 1)]
+    assert [s.channel for s in placement.slices] == [0, 0]
+
+
+def test_a_fixed_slice_larger_than_any_clique_says_so() -> None:
+    decision = place(
+        two_racks(), GangRequest(domain="ml/big", new_pods=38, gpus_per_pod=4, slice_pods=19)
+    )
 
     assert isinstance(decision, NotPlaced)
     assert decision.reason is Reason.LARGER_THAN_ANY_CLIQUE
     assert decision.message == (
-        "19 pods of 4 GPUs exceed every clique even when empty: the largest, r0, takes 18 such "
-        "pods on 18 nodes; set a slice size to span cliques"
+        "slice 1 of 2: 19 pods of 4 GPUs exceed every clique even when empty: the largest, r0, "
+        "takes 18 such pods on 18 nodes; use a smaller slice size"
     )
 
 
@@ -270,7 +281,7 @@ def test_a_new_domain_gets_the_lowest_free_channel_of_its_clique() -> None:
         ],
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/new", pods=1, gpus_per_pod=4))
+    placement, _ = placed(view, GangRequest(domain="ml/new", new_pods=1, gpus_per_pod=4))
 
     assert placement.slices[0].channel == 1
     assert placement.reservations[0].channel == 1
@@ -282,7 +293,7 @@ def test_channels_are_per_clique() -> None:
         reservations=[whole_nodes("busy/a", "r0", [0], channel=0)],
     )
 
-    placement, _ = placed(view, GangRequest(domain="ml/new", pods=1, gpus_per_pod=4))
+    placement, _ = placed(view, GangRequest(domain="ml/new", new_pods=1, gpus_per_pod=4))
 
     assert placement.cliques == ("r1",)
     assert placement.slices[0].channel == 0
@@ -295,7 +306,7 @@ def test_a_clique_with_every_channel_taken_takes_no_new_domain() -> None:
     ]
     view = ClusterView.build(cliques=[rack("r0", nodes=2)], reservations=many)
 
-    decision = place(view, GangRequest(domain="ml/new", pods=1, gpus_per_pod=1))
+    decision = place(view, GangRequest(domain="ml/new", new_pods=1, gpus_per_pod=1))
 
     assert isinstance(decision, NotPlaced)
     assert decision.reason is Reason.NO_FREE_CHANNEL
@@ -308,7 +319,7 @@ def test_a_sliced_gang_puts_each_slice_in_one_clique() -> None:
     view = ClusterView.build(cliques=[rack("r0"), rack("r1"), rack("r2")], reservations=[])
 
     placement, view = placed(
-        view, GangRequest(domain="ml/huge", pods=36, gpus_per_pod=4, slice_pods=18)
+        view, GangRequest(domain="ml/huge", new_pods=36, gpus_per_pod=4, slice_pods=18)
     )
 
     assert [placed_slice.clique for placed_slice in placement.slices] == ["r0", "r1"]
@@ -322,7 +333,7 @@ def test_small_slices_may_share_a_clique_and_then_share_its_channel() -> None:
     view = ClusterView.build(cliques=[rack("r0")], reservations=[])
 
     placement, _ = placed(
-        view, GangRequest(domain="ml/sliced", pods=8, gpus_per_pod=1, slice_pods=4)
+        view, GangRequest(domain="ml/sliced", new_pods=8, gpus_per_pod=1, slice_pods=4)
     )
 
     assert [s.clique for s in placement.slices] == ["r0", "r0"]
@@ -333,7 +344,9 @@ def test_a_gang_is_placed_whole_or_not_at_all() -> None:
     # Room for two slices of 18 whole nodes, not three: nothing is reserved.
     view = ClusterView.build(cliques=[rack("r0"), rack("r1")], reservations=[])
 
-    decision = place(view, GangRequest(domain="ml/huge", pods=54, gpus_per_pod=4, slice_pods=18))
+    decision = place(
+        view, GangRequest(domain="ml/huge", new_pods=54, gpus_per_pod=4, slice_pods=18)
+    )
 
     assert isinstance(decision, NotPlaced)
     assert decision.reason is Reason.INSUFFICIENT_CAPACITY
@@ -345,7 +358,7 @@ def test_a_span_with_slices_is_shared_evenly_and_slices_never_share_a_node() -> 
     view = ClusterView.build(cliques=[rack("r0")], reservations=[])
 
     placement, _ = placed(
-        view, GangRequest(domain="ml/s", pods=8, gpus_per_pod=1, slice_pods=4, num_nodes=4)
+        view, GangRequest(domain="ml/s", new_pods=8, gpus_per_pod=1, slice_pods=4, span=2)
     )
 
     first, second = (set(s.pod_nodes) for s in placement.slices)
@@ -360,26 +373,25 @@ def test_a_span_with_slices_is_shared_evenly_and_slices_never_share_a_node() -> 
     ("request_", "message"),
     [
         (
-            GangRequest(domain="d", pods=2, gpus_per_pod=3),
+            GangRequest(domain="d", new_pods=2, gpus_per_pod=3),
             "pods of 3 GPUs fit no node: every node has 4 GPUs",
         ),
         (
-            GangRequest(domain="d", pods=10, gpus_per_pod=1, slice_pods=4),
-            "pods (10) must be a multiple of slice_pods (4)",
-        ),
-        (
-            GangRequest(domain="d", pods=4, gpus_per_pod=1, num_nodes=5),
+            GangRequest(domain="d", new_pods=4, gpus_per_pod=1, span=5),
             "4 pods cannot span 5 nodes: every node needs a pod",
         ),
         (
-            GangRequest(domain="d", pods=9, gpus_per_pod=1, num_nodes=2),
+            GangRequest(domain="d", new_pods=9, gpus_per_pod=1, span=2),
             "9 pods of 1 GPU do not fit on 2 nodes of 4 GPUs",
         ),
         (
-            GangRequest(domain="d", pods=8, gpus_per_pod=1, slice_pods=4, num_nodes=3),
-            "num_nodes (3) must divide evenly among 2 slices",
+            GangRequest(domain="d", new_pods=8, gpus_per_pod=1, slice_pods=4, span=5),
+            "4 pods cannot span 5 nodes: every node needs a pod",
         ),
-        (GangRequest(domain="d", pods=1, gpus_per_pod=0), "gpus_per_pod must be at least 1, not 0"),
+        (
+            GangRequest(domain="d", new_pods=1, gpus_per_pod=0),
+            "gpus_per_pod must be at least 1, not 0",
+        ),
     ],
 )
 def test_requests_that_can_never_be_met_are_invalid(request_: GangRequest, message: str) -> None:
@@ -389,9 +401,9 @@ def test_requests_that_can_never_be_met_are_invalid(request_: GangRequest, messa
 
 
 def test_an_empty_gang_places_nothing() -> None:
-    decision = place(two_racks(), GangRequest(domain="d", pods=0, gpus_per_pod=4))
+    decision = place(two_racks(), GangRequest(domain="d", new_pods=0, gpus_per_pod=4))
 
-    assert decision == Placement(domain="d")
+    assert decision == Placed(domain="d")
 
 
 def test_the_worked_example_of_the_placement_docs() -> None:
@@ -405,10 +417,10 @@ def test_the_worked_example_of_the_placement_docs() -> None:
         ],
     )
 
-    train, view = placed(view, GangRequest(domain="ml/train", pods=3, gpus_per_pod=1))
-    pairs, view = placed(view, GangRequest(domain="ml/pairs", pods=2, gpus_per_pod=2))
-    whole, view = placed(view, GangRequest(domain="ml/rack", pods=4, gpus_per_pod=4))
-    waiting = place(view, GangRequest(domain="ml/rack2", pods=4, gpus_per_pod=4))
+    train, view = placed(view, GangRequest(domain="ml/train", new_pods=3, gpus_per_pod=1))
+    pairs, view = placed(view, GangRequest(domain="ml/pairs", new_pods=2, gpus_per_pod=2))
+    whole, view = placed(view, GangRequest(domain="ml/rack", new_pods=4, gpus_per_pod=4))
+    waiting = place(view, GangRequest(domain="ml/rack2", new_pods=4, gpus_per_pod=4))
 
     assert train.slices[0].pod_nodes == (tray("c", 0), tray("c", 1), tray("c", 1))
     assert train.slices[0].channel == 2

@@ -15,11 +15,13 @@ from services.clique_allocator.placement import (
     Node,
     NodeShare,
     NotPlaced,
-    Placement,
+    Placed,
     Reason,
     Reservation,
+    SliceTarget,
     place,
 )
+from services.clique_allocator.placement.layout import new_slice_sizes
 
 Cluster = tuple[list[Clique], list[Reservation]]
 
@@ -80,7 +82,8 @@ def clusters(draw: st.DrawFn) -> Cluster:
 
 @st.composite
 def requests(draw: st.DrawFn, cluster: Cluster) -> GangRequest:
-    """Mostly requests that can be met somewhere, some that cannot, for new and held domains."""
+    """Mostly requests that can be met somewhere, some that cannot, for new and held domains:
+    growth of held slices, new pods in fixed or automatic slices, gangs larger than a clique."""
     cliques, reservations = cluster
     domains = sorted({r.domain for r in reservations})
     domain = draw(st.sampled_from([*domains, "ns/new", "ns/new"]))
@@ -89,24 +92,32 @@ def requests(draw: st.DrawFn, cluster: Cluster) -> GangRequest:
         gpus_per_pod = held[0].gpus_per_pod
     else:
         gpus_per_pod = draw(st.sampled_from([1, 1, 2, 4, 4, 8]))
-    pods = draw(st.integers(0, 3)) + sum(r.pods for r in held) + draw(st.integers(0, 12))
+    targets = tuple(
+        SliceTarget(slice_index=r.slice_index, pods=max(0, r.pods + draw(st.integers(-1, 3))))
+        for r in held
+        if draw(st.booleans())
+    )
+    capacity = sum(node.gpus for clique in cliques for node in clique.nodes) // gpus_per_pod
+    new_pods = draw(st.one_of(st.integers(0, 12), st.integers(0, capacity + 2)))
     slice_pods = None
-    if pods and draw(st.integers(0, 3)) == 0:
-        slice_pods = draw(st.sampled_from([d for d in range(1, pods + 1) if pods % d == 0]))
-    num_nodes = None
-    if pods and draw(st.integers(0, 2)) == 0:
-        per_slice = slice_pods or pods
+    if new_pods and draw(st.integers(0, 3)) == 0:
+        slice_pods = draw(st.integers(1, new_pods))
+    extend_last = bool(held) and slice_pods is None and draw(st.integers(0, 3)) == 0
+    span = None
+    if new_pods and not extend_last and draw(st.integers(0, 2)) == 0:
+        per_slice = slice_pods or new_pods
         per_node = max(
             (node.gpus // gpus_per_pod for clique in cliques for node in clique.nodes), default=1
         )
         span = draw(st.integers(max(1, -(-per_slice // max(1, per_node))), per_slice))
-        num_nodes = span * (pods // per_slice) + draw(st.sampled_from([0, 0, 0, 0, 1]))
     return GangRequest(
         domain=domain,
-        pods=pods,
         gpus_per_pod=gpus_per_pod,
+        targets=targets,
+        new_pods=new_pods,
         slice_pods=slice_pods,
-        num_nodes=num_nodes,
+        extend_last=extend_last,
+        span=span,
     )
 
 
@@ -142,7 +153,7 @@ def test_never_over_commits_a_node_nor_uses_an_unusable_one(
     cliques, _ = cluster
     view = build(cluster)
     decision = place(view, request)
-    if not isinstance(decision, Placement):
+    if not isinstance(decision, Placed):
         return
     after = view.with_domain(decision.domain, decision.reservations)
     nodes = {node.name: node for clique in cliques for node in clique.nodes}
@@ -156,16 +167,38 @@ def test_never_over_commits_a_node_nor_uses_an_unusable_one(
 
 @RUNS
 @given(cases())
-def test_never_splits_a_gang_or_a_slice_across_cliques(case: tuple[Cluster, GangRequest]) -> None:
+def test_no_slice_spans_two_cliques(case: tuple[Cluster, GangRequest]) -> None:
     cluster, request = case
     view = build(cluster)
     decision = place(view, request)
-    if not isinstance(decision, Placement):
+    if not isinstance(decision, Placed):
         return
     for placed in decision.slices:
         assert {view.clique_of(node) for node in placed.pod_nodes} <= {placed.clique}
-    if request.slice_pods in (None, request.pods):
-        assert len({placed.clique for placed in decision.slices}) <= 1
+    grown = {placed.slice_index for placed in decision.slices}
+    for reservation in decision.reservations:
+        if reservation.slice_index in grown:
+            nodes = {share.node for share in reservation.shares}
+            assert {view.clique_of(node) for node in nodes} <= {reservation.clique, None}
+
+
+def _new(request: GangRequest) -> GangRequest:
+    """The request's new pods as a new domain's gang, automatically sliced."""
+    return GangRequest(
+        domain="ns/new", new_pods=request.new_pods, gpus_per_pod=request.gpus_per_pod
+    )
+
+
+@RUNS
+@given(cases())
+def test_a_new_gang_that_fits_a_clique_gets_one_slice(case: tuple[Cluster, GangRequest]) -> None:
+    cluster, request = case
+    request = _new(request)
+    view = build(cluster)
+    decision = place(view, request)
+    largest = view.largest_clique(request.gpus_per_pod)
+    if isinstance(decision, Placed) and largest is not None and request.new_pods <= largest[0]:
+        assert len(decision.slices) <= 1
 
 
 @RUNS
@@ -174,7 +207,7 @@ def test_channels_stay_unique_per_clique_and_in_range(case: tuple[Cluster, GangR
     cluster, request = case
     view = build(cluster)
     decision = place(view, request)
-    if not isinstance(decision, Placement):
+    if not isinstance(decision, Placed):
         return
     after = view.with_domain(decision.domain, decision.reservations)
     owners: dict[tuple[str, int], str] = {}
@@ -211,7 +244,7 @@ def test_growth_never_moves_a_slice_nor_takes_pods_away(case: tuple[Cluster, Gan
     cluster, request = case
     view = build(cluster)
     decision = place(view, request)
-    if not isinstance(decision, Placement):
+    if not isinstance(decision, Placed):
         return
     after = {r.slice_index: r for r in decision.reservations}
     for old in view.reservations_of(request.domain):
@@ -227,56 +260,98 @@ def test_growth_never_moves_a_slice_nor_takes_pods_away(case: tuple[Cluster, Gan
 
 @RUNS
 @given(cases())
-def test_a_placement_gives_every_slice_exactly_its_size(case: tuple[Cluster, GangRequest]) -> None:
+def test_all_or_nothing_every_slice_gets_exactly_what_was_asked(
+    case: tuple[Cluster, GangRequest],
+) -> None:
     cluster, request = case
     view = build(cluster)
     decision = place(view, request)
-    if not isinstance(decision, Placement):
+    if not isinstance(decision, Placed):
         return
-    slice_pods = request.slice_pods or request.pods
-    slices = request.pods // slice_pods if request.pods else 0
-    old = {r.slice_index: r.pods for r in view.reservations_of(request.domain)}
-    added = {placed.slice_index: len(placed.pod_nodes) for placed in decision.slices}
-    for reservation in decision.reservations:
-        index = reservation.slice_index
-        if index < slices:
-            assert reservation.pods == max(old.get(index, 0), slice_pods)
-        assert reservation.pods == old.get(index, 0) + added.get(index, 0)
-    if request.num_nodes is not None and slices:
-        span = request.num_nodes // slices
+    old = {r.slice_index: r for r in view.reservations_of(request.domain)}
+    now = {r.slice_index: r.pods for r in decision.reservations}
+    targets = {t.slice_index: t.pods for t in request.targets}
+    last = max(old, default=None)
+    extended = 0
+    for index, reservation in old.items():
+        wanted = max(reservation.pods, targets.get(index, 0))
+        if request.extend_last and index == last:
+            extended = now[index] - wanted
+            assert extended >= 0
+        else:
+            assert now[index] == wanted
+    new_sizes = [pods for index, pods in sorted(now.items()) if index not in old]
+    assert extended + sum(new_sizes) == request.new_pods
+    if request.slice_pods is not None:
+        assert tuple(new_sizes) == new_slice_sizes(request.new_pods, request.slice_pods)
+    if request.span is not None:
+        grown = {placed.slice_index for placed in decision.slices}
         spans = [
-            {share.node for share in r.shares}
-            for r in decision.reservations
-            if r.slice_index in added
+            {s.node for s in r.shares} for r in decision.reservations if r.slice_index in grown
         ]
-        assert all(len(nodes) == span for nodes in spans)
+        assert all(len(nodes) == request.span for nodes in spans)
         assert len(set().union(*spans)) == sum(len(nodes) for nodes in spans)
+
+
+def _room(cluster: Cluster, gpus_per_pod: int) -> dict[str, int]:
+    cliques, reservations = cluster
+    held = reserved_gpus(cliques, tuple(reservations))
+    return {
+        clique.id: sum(
+            max(0, node.gpus - held[node.name]) // gpus_per_pod
+            for node in clique.nodes
+            if node.usable and node.gpus % gpus_per_pod == 0
+        )
+        for clique in cliques
+    }
 
 
 @RUNS
 @given(cases())
-def test_a_new_gang_waits_only_when_no_clique_has_room(case: tuple[Cluster, GangRequest]) -> None:
+def test_a_new_gang_waits_only_when_the_cliques_lack_room(
+    case: tuple[Cluster, GangRequest],
+) -> None:
     cluster, request = case
-    cliques, reservations = cluster
-    request = GangRequest(domain="ns/new", pods=request.pods, gpus_per_pod=request.gpus_per_pod)
+    cliques, _ = cluster
+    request = _new(request)
+    if not any(node.gpus % request.gpus_per_pod == 0 for c in cliques for node in c.nodes):
+        return
     view = build(cluster)
     decision = place(view, request)
-    held = reserved_gpus(cliques, tuple(reservations))
-    room = {
-        clique.id: sum(
-            max(0, node.gpus - held[node.name]) // request.gpus_per_pod
-            for node in clique.nodes
-            if node.usable and node.gpus % request.gpus_per_pod == 0
-        )
-        for clique in cliques
-    }
-    fits = [clique_id for clique_id, pods in room.items() if pods >= request.pods]
-    if any(node.gpus % request.gpus_per_pod == 0 for c in cliques for node in c.nodes):
-        assert isinstance(decision, Placement) == bool(fits)
-    if isinstance(decision, Placement) and decision.slices:
-        assert decision.slices[0].clique in fits
-    if isinstance(decision, NotPlaced) and decision.reason is Reason.INSUFFICIENT_CAPACITY:
-        assert f"has {max(room.values())}" in decision.message
+    room = _room(cluster, request.gpus_per_pod)
+    largest = view.largest_clique(request.gpus_per_pod)
+    assert largest is not None
+    if request.new_pods <= largest[0]:
+        fits = [clique_id for clique_id, pods in room.items() if pods >= request.new_pods]
+        assert isinstance(decision, Placed) == bool(fits)
+        if isinstance(decision, Placed) and decision.slices:
+            assert decision.slices[0].clique in fits
+        if isinstance(decision, NotPlaced) and decision.reason is Reason.INSUFFICIENT_CAPACITY:
+            assert f"has {max(room.values())}" in decision.message
+    else:
+        assert isinstance(decision, Placed) == (sum(room.values()) >= request.new_pods)
+
+
+@RUNS
+@given(cases())
+def test_a_gang_larger_than_any_clique_takes_the_fewest_slices(
+    case: tuple[Cluster, GangRequest],
+) -> None:
+    cluster, request = case
+    request = _new(request)
+    view = build(cluster)
+    decision = place(view, request)
+    largest = view.largest_clique(request.gpus_per_pod)
+    if not isinstance(decision, Placed) or largest is None or request.new_pods <= largest[0]:
+        return
+    covered, fewest = 0, 0
+    for pods in sorted(_room(cluster, request.gpus_per_pod).values(), reverse=True):
+        if covered >= request.new_pods:
+            break
+        covered += pods
+        fewest += 1
+    assert len(decision.slices) == fewest
+    assert len({placed.clique for placed in decision.slices}) == fewest
 
 
 @RUNS
@@ -286,7 +361,7 @@ def test_advancing_the_view_equals_rebuilding_it(case: tuple[Cluster, GangReques
     cliques, reservations = cluster
     view = build(cluster)
     decision = place(view, request)
-    if not isinstance(decision, Placement):
+    if not isinstance(decision, Placed):
         return
 
     advanced = view.with_domain(decision.domain, decision.reservations)
