@@ -40,6 +40,7 @@ from opentelemetry.trace import Tracer
 
 from shared import tracing
 from shared.bus import cloudevents, jetstream, wire
+from shared.bus.cancellation import cancellable
 from shared.bus.client import BusClient
 from shared.bus.connection import ConnectionWatch, connect
 from shared.bus.settings import NatsSettings
@@ -215,7 +216,9 @@ class EventBus:
     async def connect(self) -> None:
         """Connect to NATS, retrying within the configured budget; fatal when it runs out."""
         try:
-            self._nc = await connect(self._settings, name=self._name, watch=self._watch)
+            self._nc = await cancellable(
+                connect(self._settings, name=self._name, watch=self._watch)
+            )
         except Exception as exc:
             raise BusClosedError(
                 f"could not connect to NATS at {self._settings.url}: {type(exc).__name__}: {exc}"
@@ -225,10 +228,10 @@ class EventBus:
     async def ensure_jetstream(self) -> None:
         """Create or update the event stream and the snapshot bucket (idempotent)."""
         if self._settings.manage_jetstream:
-            await jetstream.ensure_stream(self.js, self._settings)
-            self._kv = await jetstream.ensure_bucket(self.js, self._settings)
+            await cancellable(jetstream.ensure_stream(self.js, self._settings))
+            self._kv = await cancellable(jetstream.ensure_bucket(self.js, self._settings))
         else:
-            self._kv = await self.js.key_value(self._settings.snapshot_bucket)
+            self._kv = await cancellable(self.js.key_value(self._settings.snapshot_bucket))
 
     async def run(self) -> None:
         """Root task: write snapshots; raise BusClosedError if the connection closes for good."""
@@ -290,7 +293,7 @@ class EventBus:
     async def flush(self) -> None:
         """Write pending snapshots and wait until the server has every publish so far."""
         await self._snapshots.flush()
-        await self.nc.flush()
+        await cancellable(self.nc.flush())
 
     # -- receiving --------------------------------------------------------------------------
 
@@ -412,7 +415,7 @@ class EventBus:
         subscriptions, self._subscriptions = self._subscriptions, []
         for subscription in subscriptions:
             try:
-                await subscription.drain()  # type: ignore[no-untyped-call]
+                await cancellable(subscription.drain())  # type: ignore[no-untyped-call]
             except Exception as exc:  # a subscription of a dead connection cannot drain
                 log.debug("subscription drain failed", extra={"error": str(exc)})
 
@@ -427,7 +430,7 @@ class EventBus:
                 await self._snapshots.flush()
             except Exception as exc:
                 log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
-        await self._nc.drain()
+        await cancellable(self._nc.drain())
 
 
 async def _latest_values(kv: KeyValue, keys: str) -> AsyncIterator[bytes]:

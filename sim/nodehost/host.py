@@ -97,17 +97,6 @@ class HostContext:
     """Every hosted node's IMEX daemons, for ``nvidia-imex-ctl`` queries between them."""
 
 
-def _raise_if_cancelled() -> None:
-    """Raise CancelledError when this task was cancelled although the last await returned.
-
-    nats-py swallows a cancellation that arrives while it flushes or drains (connecting
-    included); without this check a node stopped during its start would go on running.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
 class _PoweredOffError(Exception):
     """Ends a node's session when its power goes."""
 
@@ -313,9 +302,7 @@ class HostedNode:
         )
         await bus.connect()
         stack.push_async_callback(self._close_bus, bus)
-        _raise_if_cancelled()
         await bus.ensure_jetstream()
-        _raise_if_cancelled()
         return bus
 
     async def _close_bus(self, bus: EventBus) -> None:

@@ -1,0 +1,52 @@
+"""A task cancelled while the bus talks to NATS ends cancelled, wherever the cancel lands.
+
+nats-py swallows a CancelledError that arrives while it flushes (connecting and JetStream
+requests flush too); the bus raises it again (shared/bus/cancellation.py). The cancel is sent
+after a sweep of delays so that some land inside those calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from shared.bus import EventBus, NatsSettings
+from shared.metrics import Metrics
+from sim.natsserver import NatsServer
+
+DELAYS_MS = [step / 4 for step in range(80)]
+
+
+async def test_a_bus_cancelled_at_any_moment_of_its_start_ends_cancelled(
+    nats_server: NatsServer,
+) -> None:
+    started = asyncio.Event()
+
+    async def start_and_serve() -> None:
+        bus = EventBus(
+            NatsSettings(url=nats_server.url, reconnect_wait_s=0.1),
+            service="cancel-test",
+            instance="i",
+            metrics=Metrics(),
+            tracer=TracerProvider().get_tracer("test"),
+        )
+        try:
+            await bus.connect()
+            await bus.ensure_jetstream()
+            await bus.flush()
+            started.set()
+            await asyncio.Event().wait()
+        finally:
+            await bus.close()
+
+    for delay_ms in DELAYS_MS:
+        task = asyncio.create_task(start_and_serve())
+        await asyncio.sleep(delay_ms / 1000)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        assert done, f"a cancel {delay_ms} ms into the start was swallowed: the task runs on"
+        with pytest.raises(asyncio.CancelledError):
+            task.result()
+    assert started.is_set()  # the later delays let the start complete before the cancel
