@@ -4,16 +4,24 @@
 no longer among its members, every member sits in the domain's clique, and the workload's pods
 all run, none of them on a faulted node. The evicted pod's replacement is the pod that was not
 there before the fault.
+
+After each run (untimed) the bench resets the GPU (:func:`heal`: the fault cleared) and waits
+until the node's taint is gone, so that every run starts on a healthy cluster and the health
+monitors' circuit breaker, which caps the nodes holding NoExecute at once, never holds a later
+run's fault back. The IMEX daemon restarts of the whole scenario, counted by the node host, are
+split into those on faulted nodes and those elsewhere (:func:`split_restarts`; elsewhere must
+be 0: an XID changes no IMEX node map).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._e2e_probe import Look, look, poll
+from bench._e2e_probe import Look, look, look_nodes, poll
 from bench._e2e_workloads import Scenario
 from shared.cli import simctl
 from shared.kube.client import KubeClient
@@ -120,7 +128,9 @@ async def inject_and_recover(
             _, members, _ = _domain_members(last, scenario)
             if domain is None or domain.status.status != "Ready" or node not in members:
                 degraded_at = time.perf_counter() - started
-        return last if recovered(last, scenario, faulted, clique) else None
+        # Only this run's node: an earlier run's node was healed (:func:`heal`) and may take
+        # the replacement now.
+        return last if recovered(last, scenario, {node}, clique) else None
 
     after, _ = await poll(
         probe,
@@ -135,3 +145,23 @@ async def inject_and_recover(
         degraded_s=degraded_at if degraded_at is not None else recovered_s,
         recovered_s=recovered_s,
     )
+
+
+async def heal(client: KubeClient, *, state_dir: Path, node: str, timeout_s: float) -> float:
+    """The GPU reset: clear ``node``'s faults and wait until its fault taint is gone; seconds."""
+    await asyncio.to_thread(simctl.fault, state_dir, node, None, say=lambda _line: None)
+
+    async def probe() -> bool:
+        entry = (await look_nodes(client)).get(node)
+        return entry is not None and not entry.tainted
+
+    _, seconds = await poll(
+        probe, timeout_s=timeout_s, what=lambda: f"{node} still tainted after the GPU reset"
+    )
+    return seconds
+
+
+def split_restarts(restarts: Mapping[str, int], faulted: Collection[str]) -> tuple[int, int]:
+    """IMEX daemon restarts outside the faulted nodes, and on them (pure)."""
+    outside = sum(count for node, count in restarts.items() if node not in faulted)
+    return outside, sum(count for node, count in restarts.items() if node in faulted)

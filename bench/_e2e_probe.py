@@ -1,9 +1,10 @@
 """What the end-to-end benchmark reads from the API while it waits: one list per kind per look.
 
 Everything here is a read of current state (level, not events), so a look taken at any moment
-says whether a scenario is done, gone, or recovered from a fault. Once a scenario whose domain
-is larger than a clique is done, :func:`check_slices` reads its Placement and fails the run
-when the slices are not the ones the scenario expects (:func:`slice_problems`).
+says whether a scenario is done, gone, or recovered from a fault; :func:`look_nodes` says each
+node's clique label, fault taint and IMEX readiness. Once a scenario whose domain is larger than
+a clique is done, :func:`check_slices` reads its Placement and fails the run when the slices are
+not the ones the scenario expects (:func:`slice_problems`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import msgspec
 
 from bench._e2e_workloads import JOB_COMPLETION_INDEX, Scenario
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement, PlacementSpec
+from shared.crds.names import CLIQUE_LABEL, GPU_FAULT_TAINT, IMEX_READY_CONDITION
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
-from shared.kube.models import Pod
-from shared.kube.resources import PODS
+from shared.kube.models import Node, Pod
+from shared.kube.resources import NODES, PODS
 
 T = TypeVar("T")
 
@@ -175,6 +177,41 @@ async def check_slices(client: KubeClient, scenario: Scenario, seen: Look) -> No
             f"{f' (and {len(problems) - 10} more)' if len(problems) > 10 else ''}; "
             f"slices: {found or 'none'}"
         )
+
+
+class _Nodes(msgspec.Struct):
+    items: list[Node]
+
+
+@dataclass(frozen=True)
+class NodeLook:
+    """One node as the benchmark needs it."""
+
+    clique: str
+    """Its clique label ("" without one: fabric lost, or not yet registered)."""
+    tainted: bool
+    """It carries the ``cdo.dev/gpu-fault`` taint (any effect)."""
+    imex_ready: bool
+
+
+def node_look(node: Node) -> NodeLook:
+    ready = node.condition(IMEX_READY_CONDITION)
+    return NodeLook(
+        clique=node.metadata.labels.get(CLIQUE_LABEL, ""),
+        tainted=any(taint.key == GPU_FAULT_TAINT for taint in node.spec.taints),
+        imex_ready=ready is not None and ready.status == "True",
+    )
+
+
+async def look_nodes(client: KubeClient) -> dict[str, NodeLook]:
+    """Every node, by name."""
+    items = msgspec.json.decode(await client.list(NODES), type=_Nodes).items
+    return {node.metadata.name: node_look(node) for node in items}
+
+
+async def placement_of(client: KubeClient, namespace: str, name: str) -> PlacementSpec | None:
+    raw = await client.get_or_none(PLACEMENTS, name, namespace=namespace)
+    return None if raw is None else _placement_decoder.decode(raw).spec
 
 
 async def placements_in(client: KubeClient, namespace: str) -> list[str]:

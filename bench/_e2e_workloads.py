@@ -14,7 +14,9 @@ fit, one per clique). Neither sets ``spec.gang.size``: the gang is the Job's par
 Their workload is an Indexed Job, the way a multi-node training job runs: each pod carries its
 completion index, the allocator seats consecutive ranks in one slice, and the benchmark checks
 that every pod's seat has its index as its rank. (a), (b) and the fault scenario keep the seed
-example's Deployment.
+example's Deployment. The failover scenario is an Indexed Job too, in one clique, with a short
+``spec.failover.graceSeconds``: its pods are evicted when its slice moves, and the Job recreates
+them by index.
 """
 
 from __future__ import annotations
@@ -57,10 +59,16 @@ class Scenario:
 
 
 def compute_domain(
-    name: str, namespace: str, *, gang_size: int | None = None, slice_size: int | None = None
+    name: str,
+    namespace: str,
+    *,
+    gang_size: int | None = None,
+    slice_size: int | None = None,
+    failover_grace_s: int | None = None,
 ) -> Manifest:
     """A ComputeDomain in the shape NVIDIA's driver accepts; ``spec.gang`` (``gang_size``,
-    ``slice_size``) is cdo's addition."""
+    ``slice_size``) and ``spec.failover.graceSeconds`` (``failover_grace_s``) are cdo's
+    additions."""
     spec: Manifest = {"channel": {"resourceClaimTemplate": {"name": claim_template(name)}}}
     gang = {
         key: value
@@ -69,6 +77,8 @@ def compute_domain(
     }
     if gang:
         spec["gang"] = gang
+    if failover_grace_s is not None:
+        spec["failover"] = {"graceSeconds": failover_grace_s}
     return {
         "apiVersion": "resource.nvidia.com/v1beta1",
         "kind": "ComputeDomain",
@@ -288,6 +298,31 @@ def fault_target(namespace: str = "e2e-fault", *, pods: int = 9) -> Scenario:
                 replicas=pods,
                 gpus_per_pod=4,
                 clique_affinity=True,
+            ),
+        ),
+    )
+
+
+FAILOVER_GRACE_S = 5
+"""The failover scenario's ``spec.failover.graceSeconds`` (the default is 300 s)."""
+
+
+def failover_target(
+    namespace: str = "e2e-failover", *, pods: int = 9, grace_s: int = FAILOVER_GRACE_S
+) -> Scenario:
+    """A domain of ``pods`` x 4 GPUs (an Indexed Job) in one clique, half of it, that moves to
+    another clique ``grace_s`` after its clique lost its fabric (policy ``Move``, the default)."""
+    return Scenario(
+        key="failover",
+        title=f"failover domain, {pods} pods x 4 GPUs",
+        namespace=namespace,
+        domains=("failover-domain",),
+        pods=pods,
+        gpus_per_pod=4,
+        manifests=(
+            compute_domain("failover-domain", namespace, failover_grace_s=grace_s),
+            gpu_job(
+                "failover-training", namespace, domain="failover-domain", pods=pods, gpus_per_pod=4
             ),
         ),
     )

@@ -17,6 +17,15 @@ the kubelet's side of the DRA plugin protocol over the agents' unix sockets.
    every member, which is what the agents contribute to the domain's readiness. Repeated
    ``--domains`` times. (Placement by the allocator and the domain controller's status write are
    not part of this bench.)
+4. Churn, with a claim prepared on every node: a node leaves the clique (its clique label goes,
+   as on a fabric fault) and rejoins; then another node gets a new address (its agent starts
+   again with it, as a pod does after its host IP changed). Each is timed until every node is
+   READY with Domain UP over the members again. The prepared claims must still be there.
+
+``daemon_restarts`` counts, over bring-up and churn, every restart the agents counted
+(``controller.restarts`` of every agent that ran) plus every extra daemon instance a node that
+the churn did not touch started (the in-process daemons have no pid; their instance ids tell).
+With the static node map it must be 0.
 
 The bench writes what the allocator and the scheduler would: each Placement in the slice shape,
 with the domain's pods seated at their ranks, and each claim with its pod in
@@ -31,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import statistics
 import sys
@@ -126,21 +136,24 @@ class Bench:
         proc_devices.write_text("Character devices:\n234 nvidia-caps-imex-channels\n")
         self.proc_devices = proc_devices
         self.agents: dict[str, ImexAgent] = {}
+        self.retired: list[ImexAgent] = []
+        self.imex: dict[str, NodeImex] = {}
+        self.addresses = {node.name: node.address for node in self.topology.nodes}
         self.plugins: dict[str, DraPluginClient] = {}
         self.watchers: list[PluginWatcher] = []
+        self.tasks: dict[str, asyncio.Task[None]] = {}
 
     def settings(self, index: int) -> AgentSettings:
         node = self.topology.nodes[index]
         home = self.root / f"n{index}"
         return AgentSettings(
             node_name=node.name,
-            address=node.address,
+            address=self.addresses[node.name],
             imex=ImexSettings(
                 config_dir=str(home / "imex"),
                 hosts_file=str(home / "hosts"),
                 server_port=self.peer_port,
                 cmd_port=self.cmd_port,
-                map_settle_s=1.0,
                 reload_min_interval_s=1.0,
                 poll_interval_s=5.0,
             ),
@@ -169,51 +182,75 @@ class Bench:
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
 
+    def start_agent(self, index: int) -> None:
+        node = self.topology.nodes[index]
+        settings = self.settings(index)
+        imex = self.imex.setdefault(
+            node.name, NodeImex(hosts_file=Path(settings.imex.hosts_file), timing=TIMING)
+        )
+        agent = ImexAgent(
+            settings=settings,
+            nvml=PynvmlNvml(),
+            imex=imex,
+            client=self.client,
+            bus=None,
+            metrics=Metrics(),
+        )
+        self.agents[node.name] = agent
+        self.tasks[node.name] = asyncio.create_task(
+            agent.run(), context=bound_context(SimulatedNvml(node))
+        )
+
+    async def stop_agent(self, name: str) -> None:
+        task = self.tasks.pop(name)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        self.retired.append(self.agents.pop(name))
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        tasks: list[asyncio.Task[None]] = []
+        watchers: list[asyncio.Task[None]] = []
         try:
-            for index, node in enumerate(self.topology.nodes):
-                settings = self.settings(index)
-                agent = ImexAgent(
-                    settings=settings,
-                    nvml=PynvmlNvml(),
-                    imex=NodeImex(hosts_file=Path(settings.imex.hosts_file), timing=TIMING),
-                    client=self.client,
-                    bus=None,
-                    metrics=Metrics(),
-                )
-                self.agents[node.name] = agent
-                tasks.append(
-                    asyncio.create_task(agent.run(), context=bound_context(SimulatedNvml(node)))
-                )
+            for index in range(len(self.topology.nodes)):
+                self.start_agent(index)
                 watcher = PluginWatcher(
-                    registry_dir=Path(settings.dra.kubelet_root) / "plugins_registry",
+                    registry_dir=Path(self.settings(index).dra.kubelet_root) / "plugins_registry",
                     scan_interval=0.05,
                 )
                 self.watchers.append(watcher)
-                tasks.append(asyncio.create_task(watcher.run()))
+                watchers.append(asyncio.create_task(watcher.run()))
             yield
         finally:
+            tasks = [*self.tasks.values(), *watchers]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def wait_up(self, limit_s: float) -> float:
+    def restarts(self, *, untouched: Sequence[str]) -> int:
+        """Restarts the agents counted, plus extra daemon instances on ``untouched`` nodes."""
+        counted = sum(a.controller.restarts for a in (*self.agents.values(), *self.retired))
+        extra = sum(len(self.imex[name].started) - 1 for name in untouched)
+        return counted + extra
+
+    def up(self, members: set[str]) -> bool:
+        """Every agent of ``members`` READY, Domain UP, seeing exactly the other members."""
+        for name in members:
+            event = self.agents[name].reporter.event
+            if event is None or (event.daemon_state, event.domain_state) != ("READY", "UP"):
+                return False
+            peers = {peer.node: peer.state for peer in event.peers}
+            if peers != {other: "CONNECTED" for other in members if other != name}:
+                return False
+        return all(self.agents[name].plugin.registered for name in members)
+
+    async def wait_up(self, limit_s: float, members: set[str] | None = None) -> float:
         started = time.perf_counter()
         deadline = started + limit_s
-        while time.perf_counter() < deadline:
-            events = [agent.reporter.event for agent in self.agents.values()]
-            if all(
-                event is not None
-                and event.domain_state == "UP"
-                and len(event.peers) == len(self.agents) - 1
-                for event in events
-            ) and all(agent.plugin.registered for agent in self.agents.values()):
-                break
+        wanted = members if members is not None else set(self.agents)
+        while not self.up(wanted):
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"the clique did not come UP with {len(wanted)} members")
             await asyncio.sleep(0.05)
-        else:
-            raise TimeoutError("the clique did not come UP")
         for watcher, node in zip(self.watchers, self.topology.nodes, strict=True):
             self.plugins[node.name] = watcher.client(DRIVER_NAME)
         return time.perf_counter() - started
@@ -377,9 +414,68 @@ async def measure_new_domain(bench: Bench, index: int) -> tuple[float, float]:
     return ready, prepared
 
 
+class Churn(msgspec.Struct, frozen=True, kw_only=True):
+    leave_rejoin_s: float
+    readdress_s: float
+    moved: str
+    """The node whose agent started again with a new address."""
+
+
+async def prepare_on_every_node(bench: Bench, channel: int) -> list[tuple[SeatedPod, Claim]]:
+    domain = await bench.create_domain("churn", channel)
+    pods = seat_one_per_node("churn", bench.topology.nodes)
+    await bench.place(*domain, channel=channel, pods=pods)
+    prepared = []
+    for pod in pods:
+        claim = await bench.new_claim(f"{pod.name}-channel", domain)
+        await bench.allocate(claim, pod, "attach-6")
+        result = (await bench.plugins[pod.node.name].prepare([claim]))[claim.uid]
+        if not result.ok:
+            raise RuntimeError(f"prepare on {pod.node.name} failed: {result.error}")
+        prepared.append((pod, claim))
+    return prepared
+
+
+async def measure_churn(bench: Bench) -> Churn:
+    """A node leaves the clique and rejoins; another gets a new address (see the docstring)."""
+    channel = 50
+    prepared = await prepare_on_every_node(bench, channel)
+    nodes = bench.topology.nodes
+    everyone = set(bench.agents)
+    leaving, moving = nodes[len(nodes) // 2], nodes[1]
+
+    started = time.perf_counter()
+    await bench.client.patch(NODES, leaving.name, {"metadata": {"labels": {CLIQUE_LABEL: None}}})
+    await bench.wait_up(60, everyone - {leaving.name})
+    await bench.client.patch(
+        NODES, leaving.name, {"metadata": {"labels": {CLIQUE_LABEL: leaving.clique}}}
+    )
+    await bench.wait_up(60)
+    leave_rejoin = time.perf_counter() - started
+
+    started = time.perf_counter()
+    await bench.stop_agent(moving.name)
+    # Rack 0's addresses are 127.77.0.x: 127.77.1.x is free.
+    bench.addresses[moving.name] = str(ipaddress.IPv4Address(moving.address) + 256)
+    bench.start_agent(nodes.index(moving))
+    await bench.wait_up(60)
+    readdress = time.perf_counter() - started
+
+    for pod, claim in prepared:
+        device_root = Path(bench.settings(pod.node.tray_index).dra.device_root)
+        if not (device_root / f"channel{channel}").exists():
+            raise RuntimeError(f"channel{channel} is gone from {pod.node.name}")
+        again = (await bench.plugins[pod.node.name].prepare([claim]))[claim.uid]
+        if not again.ok:
+            raise RuntimeError(f"the claim on {pod.node.name} is gone: {again.error}")
+    return Churn(leave_rejoin_s=leave_rejoin, readdress_s=readdress, moved=moving.name)
+
+
 async def main(args: argparse.Namespace) -> None:
     # The simulated daemons log peer refusals while the clique forms; the table is the output.
     logging.getLogger("sim.imex").setLevel(logging.ERROR)
+    # The churn takes a node out of its clique on purpose; its agent says so as a warning.
+    logging.getLogger("cdo.imex_agent.daemon").setLevel(logging.ERROR)
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="imex-bench-", dir="/tmp") as tmp:
         proc, kubeconfig = await start_emulator(Path(tmp))
@@ -420,8 +516,14 @@ async def main(args: argparse.Namespace) -> None:
                         f"(max {1000 * max(readies):.0f} ms) over {args.domains} domains",
                     )
                 )
-                restarts = sum(agent.controller.restarts for agent in bench.agents.values())
-                rows.append(("IMEX daemon restarts during the bench", str(restarts)))
+                churn = await measure_churn(bench)
+                rows.append(
+                    ("churn: a node leaves the clique and rejoins", f"{churn.leave_rejoin_s:.2f} s")
+                )
+                rows.append(("churn: a node gets a new address", f"{churn.readdress_s:.2f} s"))
+                untouched = [name for name in bench.agents if name != churn.moved]
+                restarts = bench.restarts(untouched=untouched)
+                rows.append(("IMEX daemon restarts, bring-up and churn", str(restarts)))
         finally:
             await client.close()
             proc.terminate()
@@ -440,7 +542,9 @@ async def main(args: argparse.Namespace) -> None:
         f"new_domain_ready_ms={1000 * statistics.median(readies):.0f} "
         f"new_domain_ready_max_ms={1000 * max(readies):.0f} "
         f"new_domain_under_1s={int(target_met)} "
-        f"daemon_restarts={restarts}"
+        f"daemon_restarts={restarts} "
+        f"churn_leave_rejoin_s={churn.leave_rejoin_s:.2f} "
+        f"churn_readdress_s={churn.readdress_s:.2f}"
     )
 
 

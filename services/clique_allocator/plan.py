@@ -6,7 +6,8 @@ answers, in a chain of small pure steps (``planning/``):
 
 1. **release** (``planning/release.py``) what the domain no longer needs: seats of pods that are
    gone, slots on nodes that take no new pods, the highest ranks when the gang shrinks, free
-   slots beyond what the gang still lacks;
+   slots beyond what the gang still lacks; then **fail over** (``planning/failover.py``) a
+   slice its clique can no longer hold, once its grace is over;
 2. **reserve** the rest of the gang: ``planning/grow.py`` says which slice takes the new ranks,
    ``planning/reserve.py`` asks the engine (``placement.place``) for every slice's room at once:
    the whole gang in one clique when it fits one, else in slices; a slice that must hold more
@@ -23,6 +24,7 @@ once none does; a domain that is gone loses it at once.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Literal
 
 import msgspec
@@ -30,6 +32,7 @@ import msgspec
 from services.clique_allocator.gang import GangSize, GpuCount, UnknownSize, gpus_per_pod
 from services.clique_allocator.objects import finished, gated
 from services.clique_allocator.placement import ClusterView, Reservation
+from services.clique_allocator.planning.failover import FailedOver, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
     Hold,
@@ -81,6 +84,10 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """The domain gives GPUs back: gangs that wait may fit now."""
     unknown_size: bool = False
     """The gang's size cannot be told yet: look again soon."""
+    evictions: tuple[str, ...] = ()
+    """Pods of slices that failed over, to evict once the record is written."""
+    retry_after_s: float | None = None
+    """Look again after this long (a stuck slice's failover grace ends)."""
 
 
 class _Pods(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,9 +143,11 @@ def plan_domain(
     gang: GangSize | UnknownSize,
     view: ClusterView,
     ranks: Mapping[str, int] | None = None,
+    now: datetime | None = None,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
-    ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``)."""
+    ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
+    seconds, UTC) times failover, which is off without it."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -159,7 +168,16 @@ def plan_domain(
     ask = _ask(domain, placement, sorted_pods, gang, view)
     if isinstance(ask, Plan):
         return ask
-    return _plan(key=key, placement=placement, pods=sorted_pods, ask=ask, view=view, ranks=ranks)
+    return _plan(
+        key=key,
+        domain=domain,
+        placement=placement,
+        pods=sorted_pods,
+        ask=ask,
+        view=view,
+        ranks=ranks,
+        now=now,
+    )
 
 
 def _refuse(pods: _Pods, waiting: Sequence[Pod], message: str) -> Plan:
@@ -208,11 +226,13 @@ def _ask(
 def _plan(
     *,
     key: str,
+    domain: ComputeDomain,
     placement: PlacementSpec | None,
     pods: _Pods,
     ask: _Ask,
     view: ClusterView,
     ranks: Mapping[str, int] | None,
+    now: datetime | None,
 ) -> Plan:
     """Release, reserve, pin, hold (the module docstring)."""
     ranks = ranks or {}
@@ -235,6 +255,20 @@ def _plan(
         node_slot=places.slot,
         gang_pods=ask.pods,
     )
+    failed_over = (
+        fail_over(
+            released,
+            view,
+            key=key,
+            gpus_per_pod=ask.gpus,
+            policy=domain.spec.failover,
+            healthy=places.healthy,
+            now=now,
+        )
+        if now is not None
+        else FailedOver(released=released)
+    )
+    released = failed_over.released
     growth = plan_growth(
         released,
         gang_pods=ask.pods,
@@ -257,12 +291,20 @@ def _plan(
         return Plan(pins=pods.repins, holds=tuple(held), notices=notices, waiting=True)
     seated = seat_pods(reserved.holds, waiting=waiting, ranks=ranks, node_slot=places.slot)
     held.extend(hold_left(seated.left, reserved.not_placed, gang_pods=ask.pods, source=ask.source))
+    # Pods of a slice that failed over are evicted until they are gone (the list is in the
+    # record, so a refused eviction or a restart does not forget them).
+    evicting = [
+        ref
+        for ref in {*(placement.evicting if placement else ()), *failed_over.evictions}
+        if ref.name in pods.by_name and pods.by_name[ref.name].metadata.uid in ("", ref.uid)
+    ]
     record = record_of(
         seated.holds,
         gpus_per_pod=ask.gpus,
         size=ask.pods,
         slice_size=ask.slice_size,
         node_slots=places.slots_of(seated.holds),
+        evicting=evicting,
     )
     pins = tuple(
         Pin(pod=name, node=seat.node, waited=waited(pods.by_name[name]))
@@ -275,11 +317,20 @@ def _plan(
         pins=(*pods.repins, *pins),
         holds=tuple(held),
         notices=(
+            *failed_over.notices,
             *not_placed_notice(reserved.not_placed, held),
             *change_notices(placement, record),
         ),
         waiting=bool(seated.left) and reserved.not_placed is not None,
         released=_gave_back(before, seated.holds),
+        evictions=tuple(
+            sorted(
+                ref.name
+                for ref in evicting
+                if pods.by_name[ref.name].metadata.deletion_timestamp is None
+            )
+        ),
+        retry_after_s=failed_over.retry_after_s,
     )
 
 

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -54,6 +55,8 @@ from shared.tracing import exports, story_parent
 log = logging.getLogger("cdo.clique_allocator")
 
 UNKNOWN_SIZE_RETRY_S = 1.0
+EVICTION_RETRY_S = 5.0
+"""A pod a disruption budget kept from eviction is tried again after this long."""
 
 
 class StaleRecordError(Exception):
@@ -142,11 +145,13 @@ class AllocatorReconciler:
                 gang=gang,
                 view=self._state.view(),
                 ranks=self._ranks(pods),
+                now=datetime.now(UTC).replace(microsecond=0),
             )
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
             await self._apply_record(key, domain, placement, plan, traced=traced)
         await self._apply_pods(pods, plan)
+        refused = await self._evict(pods, plan)
         if domain is not None:
             for notice in plan.notices:
                 await self._recorder.record(
@@ -156,7 +161,7 @@ class AllocatorReconciler:
                     reason=notice.reason,
                     message=notice.message,
                 )
-        return self._after(key, plan)
+        return self._after(key, plan, evictions_refused=refused)
 
     def _ranks(self, pods: list[Pod]) -> dict[str, int]:
         """The ranks of the pods that carry an index (``ranks.py``)."""
@@ -270,7 +275,21 @@ class AllocatorReconciler:
             for held in plan.holds:
                 group.create_task(hold(held))
 
-    def _after(self, key: ObjectKey, plan: Plan) -> Result:
+    async def _evict(self, found: list[Pod], plan: Plan) -> bool:
+        """Evict the pods of slices that failed over; True when a budget refused one."""
+        pods = {pod.metadata.name: pod for pod in found}
+        refused = False
+        for name in plan.evictions:
+            pod = pods.get(name)
+            if pod is None:
+                continue
+            async with self._pod_writes:
+                if not await self._writes.evict(pod):
+                    refused = True
+                    log.info("eviction refused by a disruption budget", extra={"pod": name})
+        return refused
+
+    def _after(self, key: ObjectKey, plan: Plan, *, evictions_refused: bool = False) -> Result:
         if plan.released:
             self.wake_waiting()
         if plan.waiting:
@@ -280,6 +299,10 @@ class AllocatorReconciler:
         self._metrics.waiting_gangs.set(len(self.waiting))
         if plan.unknown_size:
             return Result(requeue_after=UNKNOWN_SIZE_RETRY_S)
+        if evictions_refused:
+            return Result(requeue_after=EVICTION_RETRY_S)
+        if plan.retry_after_s is not None:
+            return Result(requeue_after=plan.retry_after_s)
         if plan.waiting and self._retry_waiting_s > 0:
             return Result(requeue_after=self._retry_waiting_s)
         return Result(requeue_after=self._resync_s) if self._resync_s > 0 else Result()

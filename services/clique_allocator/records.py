@@ -82,7 +82,18 @@ LEGACY_FIELDS = ("clique", "channel", "members")
 
 def spec_body(spec: PlacementSpec) -> dict[str, Any]:
     """The spec as written: the slice shape, without the first release's fields or nulls."""
-    body: dict[str, Any] = msgspec.to_builtins(spec)
+    body: dict[str, Any] = _without_nulls(msgspec.to_builtins(spec))
     for name in LEGACY_FIELDS:
         body.pop(name, None)
-    return {name: value for name, value in body.items() if value is not None}
+    if not body.get("evicting"):
+        body.pop("evicting", None)
+    return body
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every null field left out, at every depth (the schema has no nullables)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value

@@ -8,6 +8,9 @@
   patch cannot take away a gate someone else added; a pod that is gone is skipped.
 - The ``cdo.dev/Placed`` condition is a strategic merge patch of the pod's status, merged by
   type, so the kubelet's and the scheduler's conditions stay.
+- An eviction (a pod of a slice that failed over) goes through the Eviction API
+  (``pods/<name>/eviction``), so the pod's PodDisruptionBudget holds: a 429 answer means "not
+  now", and the pod is tried again at the next reconcile; a pod that is gone counts as evicted.
 """
 
 from __future__ import annotations
@@ -139,6 +142,27 @@ class AllocatorWrites:
             )
         except KubeApiError as exc:
             if exc.not_found:
+                return False
+            raise
+        return True
+
+    async def evict(self, pod: Pod) -> bool:
+        """Evict ``pod`` through the Eviction API; False when a disruption budget refused it."""
+        meta = pod.metadata
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta.name, "namespace": meta.namespace},
+            "deleteOptions": {"preconditions": {"uid": meta.uid}},
+        }
+        try:
+            await self._client.create(
+                PODS, body, namespace=meta.namespace, name=meta.name, subresource="eviction"
+            )
+        except KubeApiError as exc:
+            if exc.not_found or exc.conflict:  # gone, or another pod of that name now
+                return True
+            if exc.code == 429:
                 return False
             raise
         return True

@@ -6,7 +6,8 @@
 - Pods, indexed by the ``namespace/template name`` of each claim: every domain whose template
   a claim of the pod names (only when the pod's phase, node or claims changed);
 - Nodes: every domain with the node in a slice of its Placement (only when the node's IMEX
-  condition, kubelet readiness, fault taints or address changed, not on heartbeats);
+  condition, kubelet readiness, fault taints, clique label or address changed, not on
+  heartbeats);
 - the channel DeviceClass: the DeviceClass loop.
 
 All informers run on every replica, leader or not, so a standby takes over with warm caches.

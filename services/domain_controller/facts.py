@@ -30,7 +30,7 @@ import msgspec
 
 from services.domain_controller.objects import DomainNode, DomainPod
 from shared.crds.computedomain import ComputeDomain
-from shared.crds.names import GPU_FAULT_TAINT, IMEX_READY_CONDITION
+from shared.crds.names import CLIQUE_LABEL, GPU_FAULT_TAINT, IMEX_READY_CONDITION
 from shared.crds.placement import PlacementSpec
 
 
@@ -46,6 +46,9 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     """Status of the node's ``Ready`` condition, or "" when absent."""
     faults: tuple[str, ...] = ()
     """The node's ``cdo.dev/gpu-fault`` taints, as ``key=value:effect``."""
+    clique: str | None = None
+    """The node's ``nvidia.com/gpu.clique`` label (None: no label, e.g. its fabric was lost;
+    facts built without labels leave it None and it is not checked)."""
 
 
 class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +103,7 @@ def node_facts(node: DomainNode) -> NodeFacts:
             for taint in node.spec.taints
             if taint.key == GPU_FAULT_TAINT
         ),
+        clique=node.metadata.labels.get(CLIQUE_LABEL, ""),
     )
 
 

@@ -84,12 +84,19 @@ class Layout(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(node for node in self.nodes if node.clique == clique)
 
 
-def node_problem(name: str, node: NodeFacts | None) -> tuple[str, str]:
-    """The Degraded reason a member node gives, with a message naming it; ("", "") if none."""
+def node_problem(name: str, node: NodeFacts | None, *, clique: str = "") -> tuple[str, str]:
+    """The Degraded reason a member node gives, with a message naming it; ("", "") if none.
+
+    ``clique`` is the clique of the node's slice: a node whose clique label is gone or another
+    (its fabric lost) is out of it, though it may still look Ready.
+    """
     if node is None:
         return "NodeMissing", f"node {name} is gone"
     if node.faults:
         return "NodeFault", f"node {name} has fault taint {', '.join(node.faults)}"
+    if clique and node.clique is not None and node.clique != clique:
+        now = node.clique or "no clique label"
+        return "NodeOutOfClique", f"node {name} is out of clique {clique} ({now})"
     if node.kubelet_ready not in ("", "True"):
         return "NodeNotReady", f"node {name} is not Ready ({node.kubelet_ready})"
     if node.imex != "True":
@@ -125,7 +132,7 @@ def _member_node(
 ) -> MemberNode:
     first_slice, first_member = uses[0]
     pinned = sorted((placed for _, member in uses for placed in member.pods), key=lambda p: p.rank)
-    problem, detail = node_problem(name, node)
+    problem, detail = node_problem(name, node, clique=first_slice.clique)
     return MemberNode(
         name=name,
         clique=first_slice.clique,

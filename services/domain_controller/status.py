@@ -7,7 +7,8 @@ placement as member nodes and slices). Conditions (each with ``observedGeneratio
 - ``Placed``: True when the allocator's Placement exists (the message counts pods, nodes,
   slices and cliques); else ``WaitingForPlacement``, or ``Released`` while deleting.
 - ``Degraded``: True when a member node of any slice has a ``cdo.dev/gpu-fault`` taint, is gone,
-  has a kubelet that is not Ready, or its ``cdo.dev/ImexReady`` is not True, or when the
+  is out of its slice's clique (its clique label gone or another: fabric lost), has a kubelet
+  that is not Ready, or its ``cdo.dev/ImexReady`` is not True, or when the
   placement holds room for fewer pods than the gang size (a fault evicted members whose
   replacements wait; the message names the slices short of room); else ``Healthy``, or
   ``NotPlaced``.
@@ -18,12 +19,15 @@ placement as member nodes and slices). Conditions (each with ``observedGeneratio
 - ``Deleting``: only while the domain is being deleted: ``WaitingForPods``,
   ``WaitingForPlacementRelease``, ``Releasing``.
 
-``Degraded`` reasons, most serious first: ``NodeFault``, ``NodeMissing``, ``NodeNotReady``,
-``ImexNotReady``, ``MembersMissing``. ``status.status`` (NVIDIA's field) is Ready exactly when
-condition Ready is True; ``status.nodes`` has one entry per member node (once, however many
-slices use it), Ready when that node is healthy and its pods run; ``status.cliques`` one entry
-per clique the slices use; ``status.clique`` and ``status.channel`` are set only for a domain in
-exactly one clique.
+A slice the allocator finds its clique cannot hold (its ``waitingSince``) is named in the
+Degraded message, and a slice that failed over (``movedFrom``) in the Placed message.
+
+``Degraded`` reasons, most serious first: ``NodeFault``, ``NodeMissing``, ``NodeOutOfClique``,
+``NodeNotReady``, ``ImexNotReady``, ``MembersMissing``. ``status.status`` (NVIDIA's field) is
+Ready exactly when condition Ready is True; ``status.nodes`` has one entry per member node
+(once, however many slices use it), Ready when that node is healthy and its pods run;
+``status.cliques`` one entry per clique the slices use; ``status.clique`` and
+``status.channel`` are set only for a domain in exactly one clique.
 
 The phase published in membership events: ``Deleting``; ``NotReady`` (template conflict);
 ``Pending`` (not placed); ``Degraded``; ``Ready``; else ``Placed`` (waiting for pods).
@@ -57,7 +61,14 @@ DeletionStep = Literal["WaitingForPods", "WaitingForPlacementRelease", "Releasin
 
 _LISTED = 5  # names listed in a message before "and N more"
 # Degraded reasons, most serious first: the domain reports the worst one.
-_SEVERITY = ("NodeFault", "NodeMissing", "NodeNotReady", "ImexNotReady", "MembersMissing")
+_SEVERITY = (
+    "NodeFault",
+    "NodeMissing",
+    "NodeOutOfClique",
+    "NodeNotReady",
+    "ImexNotReady",
+    "MembersMissing",
+)
 _NOTHING = Layout(slices=(), nodes=(), cliques=())
 
 
@@ -141,7 +152,28 @@ def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
         )
     worst = min(_SEVERITY.index(m.problem) for m in troubled)
     details = [m.detail for m in sorted(troubled, key=lambda m: _SEVERITY.index(m.problem))]
-    return _Verdict(status="True", reason=_SEVERITY[worst], message=listed(details))
+    message = "; ".join(part for part in (listed(details), _stuck(placement)) if part)
+    return _Verdict(status="True", reason=_SEVERITY[worst], message=message)
+
+
+def _stuck(placement: PlacementSpec) -> str:
+    """The slices the allocator found its clique cannot hold (``waitingSince``), if any."""
+    return "; ".join(
+        f"slice {piece.index} cannot be made whole in clique {piece.clique} since "
+        f"{piece.waiting_since.isoformat()}"
+        for piece in placement.all_slices
+        if piece.waiting_since is not None
+    )
+
+
+def _moves(placement: PlacementSpec) -> str:
+    """The slices that failed over, and from where."""
+    return "; ".join(
+        f"slice {piece.index} failed over from clique {piece.moved_from}"
+        + (f" at {piece.moved_at.isoformat()}" if piece.moved_at is not None else "")
+        for piece in placement.all_slices
+        if piece.moved_from
+    )
 
 
 def _placed(facts: DomainFacts, placed: Layout) -> _Verdict:
@@ -152,7 +184,12 @@ def _placed(facts: DomainFacts, placed: Layout) -> _Verdict:
             if placed.slices
             else "the allocator's record holds no slice yet"
         )
-        return _Verdict(status="True", reason="Placed", message=message)
+        moves = _moves(placement)
+        return _Verdict(
+            status="True",
+            reason="Placed",
+            message=f"{message}; {moves}" if moves else message,
+        )
     if facts.deleting:
         return _Verdict(
             status="False",

@@ -8,14 +8,19 @@ The decisions are pure; the I/O lives in thin shells around them (docs/health-mo
     faults = [fault_of(s, v) for s, v in zip(signals, verdicts)]     # faults: pure
     step = advance(episode, faults=faults, now=now, hold_down_s=30)  # state: pure
     health = desired_health(faults=faults, clique=clique, episode=step.episode, ...)
+    capped = breaker_step(wants=health.reaction, ...)  # breaker: pure, the circuit breaker
+    health = desired_health(..., cap=capped.cap, withheld=...)
 
 :class:`HealthMonitor` runs all of it for one node: NVML readings and XID events in, events
-on NATS and the Node's taint, condition and clique labels out (``writer``).
+on NATS and the Node's taint, condition and clique labels out (``writer``); the circuit
+breaker's state is on the Nodes (``ledger``), read through the monitor's Node informer
+(``fleet``).
 ``classifier = load_classifier()`` applies the operator overrides of CDO_HEALTH_XID_OVERRIDES
 and CDO_HEALTH_SIGNAL_OVERRIDES (ConfigError on a bad entry). The table and its sources are
 in docs/health-classification.md.
 """
 
+from services.health_monitor.breaker import Admission, BreakerStep, admit, breaker_step
 from services.health_monitor.classification import (
     DEFAULT_RULES,
     Classifier,
@@ -30,6 +35,7 @@ from services.health_monitor.readings import GpuReading, NodeReading, read_gpu, 
 from services.health_monitor.rules import Action, Rule, Severity, Verdict, worst
 from services.health_monitor.settings import (
     ENV_PREFIX,
+    BreakerSettings,
     ClassificationSettings,
     MonitorSettings,
     ServiceSettings,
@@ -50,6 +56,9 @@ __all__ = [
     "DEFAULT_RULES",
     "ENV_PREFIX",
     "Action",
+    "Admission",
+    "BreakerSettings",
+    "BreakerStep",
     "ClassificationSettings",
     "Classifier",
     "ConditionState",
@@ -69,7 +78,9 @@ __all__ = [
     "Signal",
     "Step",
     "Verdict",
+    "admit",
     "advance",
+    "breaker_step",
     "classifier_from_settings",
     "classify",
     "desired_health",

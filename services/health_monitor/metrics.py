@@ -69,6 +69,19 @@ class HealthMetrics:
             ["severity"],
             registry=r,
         )
+        self.breaker_withheld = Gauge(
+            "cdo_health_breaker_withheld",
+            "1 while the circuit breaker holds this node's NoExecute taint back (NoSchedule "
+            "instead), 0 otherwise.",
+            registry=r,
+        )
+        self.breaker_decisions = Counter(
+            "cdo_health_breaker_decisions",
+            "Claims for the NoExecute taint the circuit breaker decided, by result (granted, "
+            "withheld).",
+            ["result"],
+            registry=r,
+        )
         self.reaction = Gauge(
             "cdo_health_taint",
             "The fault taint the node should carry: 0 none, 1 NoSchedule, 2 NoExecute.",

@@ -14,12 +14,14 @@ node in one process. :meth:`HealthMonitor.run` runs three loops until cancelled:
   :class:`Observations`. A lost GPU ends the event subscription (NVML cannot unregister it);
   a new one covers the GPUs that remain.
 - **Node**: an informer on the one Node, so a change by anyone (a taint removed by hand, the
-  node registered again) is seen and corrected.
+  node registered again) is seen and corrected. With the circuit breaker on (the default) it
+  watches every Node instead: the other nodes' taints and breaker records are the breaker's
+  shared state (``fleet``, ``breaker``, ``ledger``).
 - **Reconcile**: whenever something changed, or a hold-down or latch ends, evaluate the pure
-  functions of ``state`` (episode, desired health), publish fault and recovery events (fault
-  events through a token bucket) and apply the desired health to the Node with
-  :class:`NodeWriter`. A failed write is retried with backoff; events are best effort, the
-  Node is the source of truth.
+  functions of ``state`` (episode, desired health) and ``breaker`` (how strong the taint may
+  be), publish fault and recovery events (fault events through a token bucket) and apply the
+  desired health to the Node with :class:`NodeWriter`. A failed write is retried with
+  backoff; events are best effort, the Node is the source of truth.
 
 Tracing: the span that announces a new fault episode is the root of the fault's trace; while
 spans are exported its context goes on the Node as ``cdo.dev/fault-trace-context`` in the same
@@ -32,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Protocol
 
 from opentelemetry.context import Context
@@ -50,6 +54,7 @@ from services.health_monitor.faults import (
     is_transient,
     signal_family,
 )
+from services.health_monitor.fleet import Fleet
 from services.health_monitor.metrics import HealthMetrics
 from services.health_monitor.observations import Observations
 from services.health_monitor.ratelimit import TokenBucket
@@ -67,8 +72,13 @@ from services.health_monitor.state import (
     resumed_episode,
     resumed_trace,
 )
-from services.health_monitor.writer import NodeWriter
-from shared.crds.names import CLIQUE_LABEL, FAULT_TRACE_CONTEXT_ANNOTATION, GPU_FAULT_TAINT
+from services.health_monitor.writer import NodeWriter, utc_now
+from shared.crds.names import (
+    BREAKER_ANNOTATION,
+    CLIQUE_LABEL,
+    FAULT_TRACE_CONTEXT_ANNOTATION,
+    GPU_FAULT_TAINT,
+)
 from shared.events import Event, NodeFault, NodeRecovered
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -147,6 +157,7 @@ class HealthMonitor:
         tracer: Tracer | None = None,
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.node_name = node_name
         self._nvml = nvml
@@ -164,16 +175,28 @@ class HealthMonitor:
             field_manager=settings.field_manager,
             metrics=self.metrics,
             conflict_retries=settings.conflict_retries,
+            wall_clock=wall_clock,
         )
+        breaker = settings.breaker
+        # With the breaker on, every Node (its state is theirs); otherwise only this one.
         self._informer = Informer(
             client,
             NODES,
             Node,
-            field_selector=f"metadata.name={node_name}",
+            field_selector="" if breaker.enabled else f"metadata.name={node_name}",
+            label_selector=breaker.node_selector if breaker.enabled else "",
             settings=settings.informer,
             metrics=metrics,
         )
-        self._informer.add_handler(self._on_node)
+        self._fleet = Fleet(
+            node_name=node_name,
+            settings=breaker,
+            metrics=self.metrics,
+            nodes=self._informer.cache,
+            wall_clock=wall_clock,
+        )
+        self._known_clique = ""  # the last clique this node was seen in (breaker scope)
+        self._informer.add_handler(self._on_any_node)
         self.observations = Observations(latch_s=settings.xid_latch_s)
         self.episode = Episode()
         self.health: NodeHealth | None = None  # the last desired health evaluated
@@ -218,6 +241,13 @@ class HealthMonitor:
             group.create_task(self._reconcile_loop(), name=f"health reconcile {self.node_name}")
 
     # -- the Node -----------------------------------------------------------------------------
+
+    def _on_any_node(self, old: Node | None, new: Node | None) -> None:
+        current = new if new is not None else old
+        if current is not None and current.metadata.name == self.node_name:
+            self._on_node(old, new)
+        if self._fleet.observe(old, new):
+            self._dirty.set()
 
     def _on_node(self, _old: Node | None, new: Node | None) -> None:
         if new is None:
@@ -427,6 +457,7 @@ class HealthMonitor:
                 next_deadline(self.episode, now=now, hold_down_s=hold_down_s),
                 self.observations.next_expiry(),
                 self._write_retry_at,
+                self._breaker_deadline(now),
             )
             if moment is not None
         ]
@@ -452,7 +483,8 @@ class HealthMonitor:
             await self._recovered()  # a new episode: the old one's end goes out first
         await self._announce(step, now=now)
         node = await self._current_node(now)
-        health = desired_health(
+        evaluate = functools.partial(
+            desired_health,
             faults=observations.active(now),
             clique=observations.clique,
             episode=self.episode,
@@ -460,11 +492,20 @@ class HealthMonitor:
             hold_down_s=hold_down_s,
             nvml_unavailable=observations.unavailable,
         )
+        health = evaluate()
+        breaker: dict[str, str | None] = {}
+        if node is not None and self._fleet.enabled:
+            # The breaker bounds the taint; the condition says when it holds NoExecute back.
+            capped = self._fleet.step(health=health, node=node, clique=self._breaker_clique())
+            breaker[BREAKER_ANNOTATION] = self._fleet.annotation(capped)
+            health = evaluate(cap=capped.cap, withheld=self._fleet.describe(capped))
         self._observe(health)
         if node is None or (self._write_retry_at is not None and now < self._write_retry_at):
             return
         try:
-            written = await self._writer.apply(health, node, annotations=self._annotations())
+            written = await self._writer.apply(
+                health, node, annotations={**(self._annotations() or {}), **breaker} or None
+            )
             self._node = _newer(self._node, written)
         except KubeApiError as exc:
             self._write_failed(exc, now=now)
@@ -474,6 +515,8 @@ class HealthMonitor:
         if self._recovery is not None and health.reaction is Reaction.NONE:
             await self._recovered()
         await self._record(self._node)
+        if self._fleet.enabled and self._node is not None:
+            await self._fleet.report(self._recorder, self._node, health)
 
     async def _current_node(self, now: float) -> Node | None:
         if self._node is not None:
@@ -503,6 +546,22 @@ class HealthMonitor:
         for severity in (Severity.WARNING, Severity.FATAL):
             count = sum(1 for fault in health.faults if fault.severity is severity)
             self.metrics.active_faults.labels(severity.value).set(count)
+
+    def _breaker_deadline(self, now: float) -> float | None:
+        if self._node is None:
+            return None
+        remaining = self._fleet.deadline(self._node)
+        return None if remaining is None else now + remaining
+
+    def _breaker_clique(self) -> str:
+        """The clique the breaker counts this node in: the one it is in, or was last seen in
+        (a fabric fault takes the label away, not the node out of its clique's count)."""
+        clique = self.observations.clique
+        if clique is not None and clique.status is CliqueStatus.READY and clique.clique:
+            self._known_clique = clique.clique
+        elif self._node is not None and self._node.metadata.labels.get(CLIQUE_LABEL):
+            self._known_clique = self._node.metadata.labels[CLIQUE_LABEL]
+        return self._known_clique
 
     # -- events -------------------------------------------------------------------------------
 

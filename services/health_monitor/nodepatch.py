@@ -10,7 +10,8 @@ The monitor owns these things on its Node and writes nothing else:
 - the ``cdo.dev/GpuHealthy`` condition: a strategic merge patch of the status subresource,
   which merges conditions by ``type`` and so leaves the kubelet's and the IMEX agent's alone;
 - the ``cdo.dev/fault-trace-context`` annotation while a fault episode is open and spans are
-  exported: a JSON merge patch of ``metadata.annotations`` naming only that key.
+  exported, and the circuit breaker's record ``cdo.dev/gpu-fault-breaker`` (``ledger``): JSON
+  merge patches of ``metadata.annotations`` naming only those keys.
 """
 
 from __future__ import annotations

@@ -78,6 +78,68 @@ class ServiceSettings(Settings, frozen=True, kw_only=True):
     )
 
 
+class BreakerSettings(Settings, frozen=True, kw_only=True):
+    """The circuit breaker on NoExecute taints (docs/health-monitor.md, "Circuit breaker")."""
+
+    enabled: Annotated[
+        bool,
+        Meta(
+            description="Cap the share of a clique's and of the cluster's nodes that carry the "
+            "NoExecute fault taint; past the cap a fatal fault only reports (NoSchedule, "
+            "condition, Event)."
+        ),
+    ] = True
+    clique_share: Annotated[
+        float,
+        Meta(
+            description="Most of a clique's nodes that may hold NoExecute at once, as a share "
+            "(rounded down, at least min_nodes).",
+            ge=0,
+            le=1,
+        ),
+    ] = 0.25
+    cluster_share: Annotated[
+        float,
+        Meta(
+            description="Most of the cluster's monitored nodes that may hold NoExecute at once, "
+            "as a share (rounded down, at least min_nodes).",
+            ge=0,
+            le=1,
+        ),
+    ] = 0.1
+    min_nodes: Annotated[
+        int,
+        Meta(
+            description="Nodes of each clique and of the cluster that may always hold "
+            "NoExecute, whatever the shares (0: only the shares count).",
+            ge=0,
+        ),
+    ] = 1
+    window_s: Annotated[
+        float,
+        Meta(
+            description="A node granted NoExecute keeps counting against the caps for this "
+            "long after the grant, even once its taint is gone (damps flapping).",
+            ge=0,
+        ),
+    ] = 600.0
+    claim_timeout_s: Annotated[
+        float,
+        Meta(
+            description="A claim for NoExecute not decided within half of this is made again; "
+            "other monitors stop counting an undecided claim after all of it.",
+            gt=0,
+        ),
+    ] = 30.0
+    node_selector: Annotated[
+        str,
+        Meta(
+            description="Label selector of the Nodes the breaker counts (empty: every Node); "
+            "e.g. nvidia.com/gpu.present=true."
+        ),
+    ] = ""
+
+
 class MonitorSettings(Settings, frozen=True, kw_only=True):
     """How the monitor of one node reads NVML, paces its reactions and writes its Node."""
 
@@ -147,6 +209,7 @@ class MonitorSettings(Settings, frozen=True, kw_only=True):
         bool, Meta(description="Record Kubernetes Events on the Node for faults and recoveries.")
     ] = True
     informer: InformerSettings = InformerSettings()
+    breaker: BreakerSettings = BreakerSettings()
 
 
 def load_service_settings(

@@ -7,7 +7,8 @@ Two pure steps run at every evaluation (``now`` is a monotonic time in seconds):
   remembers which faults were already announced (each fault is announced once per episode, so
   a flapping GPU does not repeat itself) and when each reaction was last needed.
 - :func:`desired_health` gives what the node should show: the reaction (taint effect), the
-  ``cdo.dev/GpuHealthy`` condition and the clique labels.
+  ``cdo.dev/GpuHealthy`` condition and the clique labels. The circuit breaker (``breaker``)
+  may cap the reaction below NoExecute; the condition then says so (``CircuitBreakerOpen``).
 
 Hold-down: a reaction is kept until it has not been needed for ``hold_down_s``. A stronger
 reaction applies at once; a weaker one (NoExecute to NoSchedule, or to no taint) only once the
@@ -157,6 +158,7 @@ REASON_DEGRADED = "GpuDegraded"  # warnings that keep new work away (NoSchedule)
 REASON_FAULT = "GpuFault"  # fatal: workloads must move (NoExecute)
 REASON_HOLD_DOWN = "RecoveryHoldDown"  # faults cleared; the taint stays for the hold-down
 REASON_NVML_UNAVAILABLE = "NvmlUnavailable"
+REASON_BREAKER_OPEN = "CircuitBreakerOpen"  # fatal, but the breaker holds NoExecute back
 
 
 def _listing(faults: Sequence[Fault]) -> str:
@@ -186,12 +188,20 @@ def _condition(
     held: Reaction,
     nvml_unavailable: str | None,
     hold_down_s: float,
+    withheld: str | None,
 ) -> ConditionState:
     if nvml_unavailable is not None:
         return ConditionState(
             status="Unknown",
             reason=REASON_NVML_UNAVAILABLE,
             message=f"NVML cannot be read, GPU health is unknown: {nvml_unavailable}",
+        )
+    if withheld is not None and raw is Reaction.NO_EXECUTE and held < raw:
+        return ConditionState(
+            status="False",
+            reason=REASON_BREAKER_OPEN,
+            message=f"{_listing(faults)}; NoExecute withheld by the circuit breaker, "
+            f"NoSchedule instead: {withheld}",
         )
     if held > raw:
         remaining = f"; still: {_listing(faults)}" if faults else ""
@@ -220,15 +230,19 @@ def desired_health(
     now: float,
     hold_down_s: float,
     nvml_unavailable: str | None = None,
+    cap: Reaction = Reaction.NO_EXECUTE,
+    withheld: str | None = None,
 ) -> NodeHealth:
     """What the node should show, given its active faults and the episode after ``advance``.
 
     ``nvml_unavailable`` says why NVML cannot be read (its fault is among ``faults``): the
-    condition is then Unknown and the clique labels are left alone.
+    condition is then Unknown and the clique labels are left alone. ``cap`` is the strongest
+    taint the circuit breaker allows now; ``withheld`` (the breaker's cap in words) says it
+    holds NoExecute back, which the condition then reports.
     """
     active = tuple(ordered(fault for fault in faults if fault.severity is not Severity.OK))
     raw = reaction_of(active)
-    reaction = max(raw, held_reaction(episode, now=now, hold_down_s=hold_down_s))
+    reaction = min(cap, max(raw, held_reaction(episode, now=now, hold_down_s=hold_down_s)))
     return NodeHealth(
         reaction=reaction,
         condition=_condition(
@@ -237,6 +251,7 @@ def desired_health(
             held=reaction,
             nvml_unavailable=nvml_unavailable,
             hold_down_s=hold_down_s,
+            withheld=withheld,
         ),
         labels=clique_labels(None if nvml_unavailable is not None else clique),
         faults=active,

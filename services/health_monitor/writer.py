@@ -2,11 +2,11 @@
 
 :meth:`NodeWriter.apply` compares the desired health with the Node it is given and writes only
 what differs: the taint first (it is what moves workloads), then the condition, then the
-labels. Annotations it is given (the fault's trace context) go out with the taint write, or on
-their own when only they differ. The taint write carries the read's resourceVersion; on a
-conflict the Node is read again and the diff recomputed, so a kubelet or lifecycle controller
-writing its own taints in between is never overwritten. Every write returns the Node as the
-server stored it, which becomes the base of the next one.
+labels. Annotations it is given (the fault's trace context, the circuit breaker's record) go
+out with the taint write, or on their own when only they differ. The taint write carries the
+read's resourceVersion; on a conflict the Node is read again and the diff recomputed, so a
+kubelet or lifecycle controller writing its own taints in between is never overwritten. Every
+write returns the Node as the server stored it, which becomes the base of the next one.
 """
 
 from __future__ import annotations

@@ -5,13 +5,15 @@ reports the node's IMEX state (node condition ``cdo.dev/ImexReady`` and NodeImex
 Modules, outside in:
 
 - ``__main__``: the composition root; ``agent``: one node's agent assembled from its parts;
-- ``daemon``: supervising the daemon (start, restart with backoff, SIGUSR1, stop);
+- ``daemon``: supervising the daemon (start or adopt, restart with backoff, SIGUSR1, stop);
   ``reporter``: polling ``nvidia-imex-ctl``, publishing state, writing the condition;
-  ``binaries``: the IMEX programs as child processes; ``preflight``: leftovers and foreign
-  daemons;
-- ``driver``: the DRA handler; ``claims``: claim -> domain -> channel; ``channels``: device
-  nodes; ``cdi``: CDI specs; ``checkpoint``: what survives restarts; ``resourceslice``: the
-  node's attachment devices;
+  ``binaries``: the IMEX programs as processes (children, or the launcher's by pid);
+  ``launcher``: the daemon's own container in the DaemonSet, so it outlives the agent;
+  ``preflight``: the daemon record (adopt or not), leftovers and foreign daemons;
+- ``driver``: the DRA handler (``readiness``: whether the local daemon is READY, for
+  prepare); ``claims``: claim -> domain -> channel; ``channels``: device nodes; ``cdi``: CDI
+  specs; ``checkpoint``: what survives restarts; ``resourceslice``: the node's attachment
+  devices;
 - pure decisions: ``roster`` (members, slots, nodes_config.cfg), ``imexconfig`` (config.cfg),
   ``hostsfile``, ``report`` (ctl output), ``status`` (event and condition);
 - ``settings`` (CDO_IMEX_AGENT_*), ``names``, ``metrics``, ``files``.

@@ -6,23 +6,37 @@ python -m services.imex_agent --settings   # list its CDO_IMEX_AGENT_* settings
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from services.imex_agent.agent import ImexAgent
-from services.imex_agent.binaries import CommandImex
+from services.imex_agent.binaries import CommandImex, LauncherImex
 from services.imex_agent.names import COMPONENT
-from services.imex_agent.settings import AgentSettings, describe, load
+from services.imex_agent.settings import AgentSettings, ImexSettings, describe, load
 from shared.kube.client import KubeClient
 from shared.nvml import PynvmlNvml
 from shared.runtime import ServiceContext
 from shared.runtime.entry import kube_service_main
 
 
+def imex_programs(settings: ImexSettings) -> CommandImex:
+    """The daemon through the launcher when one is configured (the DaemonSet), else directly."""
+    if settings.launcher_socket:
+        return LauncherImex(
+            socket=Path(settings.launcher_socket),
+            ctl_argv=settings.ctl_argv,
+            ctl_timeout_s=settings.ctl_timeout_s,
+            launch_timeout_s=2 * settings.stop_timeout_s + 10,
+        )
+    return CommandImex(
+        daemon_argv=settings.daemon_argv,
+        ctl_argv=settings.ctl_argv,
+        ctl_timeout_s=settings.ctl_timeout_s,
+    )
+
+
 def start(ctx: ServiceContext, client: KubeClient, settings: AgentSettings) -> None:
     ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
-    imex = CommandImex(
-        daemon_argv=settings.imex.daemon_argv,
-        ctl_argv=settings.imex.ctl_argv,
-        ctl_timeout_s=settings.imex.ctl_timeout_s,
-    )
+    imex = imex_programs(settings.imex)
     agent = ImexAgent(
         settings=settings,
         nvml=PynvmlNvml(),

@@ -8,7 +8,9 @@ the Kubernetes client, the event bus) as arguments, so a simulator can run many 
   (platform info) and the GPU count;
 - a Node informer, selected by the clique label, feeds the roster; the agent publishes its own
   address and slot on its Node (:mod:`roster`), claiming a slot when the platform has none;
-- the daemon controller and the status reporter (:mod:`daemon`, :mod:`reporter`);
+  the node map is static (every slot of the clique), so the roster only re-points names;
+- the daemon controller and the status reporter (:mod:`daemon`, :mod:`reporter`); a daemon an
+  earlier agent of the node left running is adopted before either starts;
 - the ResourceSlice publisher and the DRA kubelet plugin with the channel driver;
 - peers' NodeImexState events make the reporter look again at once.
 """
@@ -34,6 +36,7 @@ from services.imex_agent.daemon import DaemonController, Target
 from services.imex_agent.driver import ChannelDriver
 from services.imex_agent.metrics import AgentMetrics
 from services.imex_agent.names import CLIQUE_ANNOTATION
+from services.imex_agent.readiness import ReadinessSignal, readiness_of
 from services.imex_agent.reporter import StatusReporter
 from services.imex_agent.resourceslice import SlicePublisher
 from services.imex_agent.roster import (
@@ -124,6 +127,10 @@ class ImexAgent:
             metrics=self.metrics,
             on_change=self._controller_changed,
         )
+        # What prepare waits on: told of every controller change and every new report.
+        self.readiness = ReadinessSignal(
+            lambda: readiness_of(self.controller.state, self.reporter.event)
+        )
         self.reporter = StatusReporter(
             node=self.node,
             address=self.address,
@@ -131,7 +138,7 @@ class ImexAgent:
             imex=imex,
             controller=self.controller,
             client=client,
-            publish=bus.publish if bus is not None else None,
+            publish=self._imex_state_changed,
             metrics=self.metrics,
         )
         dra = settings.dra
@@ -143,6 +150,7 @@ class ImexAgent:
             root=Path(dra.device_root), major=resolve_major(dra), mode=dra.device_mode
         )
         self.driver = ChannelDriver(
+            node=self.node,
             resolver=ClaimResolver(
                 client, node=self.node, driver=DRIVER_NAME, clique=lambda: self.clique
             ),
@@ -150,6 +158,8 @@ class ImexAgent:
             devices=self.devices,
             cdi=CdiStore(Path(dra.cdi_root)),
             metrics=self.metrics,
+            readiness=self.readiness,
+            ready_wait_s=dra.ready_wait_s,
             tracer=tracer,
         )
         self.plugin = KubeletPlugin(
@@ -182,6 +192,9 @@ class ImexAgent:
         )
         self.slices.set_clique(self.clique)
         self.driver.recover()
+        # Before the reporter's first look: a daemon an earlier agent left running is this
+        # agent's from the start, so the node's condition never sees the agent without it.
+        self.controller.adopt()
         async with contextlib.AsyncExitStack() as stack:
             if self._bus is not None:
                 subscription = await self._bus.subscribe(
@@ -308,7 +321,7 @@ class ImexAgent:
         records = self._records(clique)
         if records is None:
             return Target(clique=clique, detail="waiting for the clique's Node list")
-        roster = build_roster(clique, records)
+        roster = build_roster(clique, records, slots=self.settings.imex.max_nodes_per_domain)
         detail = ""
         if roster.member(self.node) is None:
             detail = self._why_not_member(clique, roster)
@@ -363,7 +376,14 @@ class ImexAgent:
     # -- events -----------------------------------------------------------------------------------
 
     def _controller_changed(self) -> None:
+        self.readiness.notify()
         self.reporter.poke()
+
+    async def _imex_state_changed(self, event: NodeImexState) -> None:
+        """The reporter has a new NodeImexState (already its ``event``): publish it."""
+        self.readiness.notify()
+        if self._bus is not None:
+            await self._bus.publish(event)
 
     async def _on_peer_event(self, event: Event) -> None:
         if (

@@ -2,12 +2,17 @@
 
 Prepare, per claim: if the checkpoint already holds the claim, make sure its device and CDI
 spec exist and answer with the recorded CDI ids (kubelet retries and agent restarts get the same
-answer, and the same spec, without asking the API: the record keeps the pod's slice seat).
-Otherwise resolve the channel and seat (:mod:`claims`), record the claim in the checkpoint,
-create the channel device, write the CDI spec, and answer; those steps are a span of the
-domain's trace (see ``STORY_KEYS`` in :mod:`claims`). Unprepare removes the claim's
-CDI spec, the channel device when no other prepared claim uses that channel, and then the
-record. Both are idempotent; an unknown claim unprepares successfully.
+answer, and the same spec, without asking the API or IMEX: the record keeps the pod's slice
+seat). Otherwise resolve the channel and seat (:mod:`claims`); then, while the node's IMEX
+daemon cannot serve the slice's clique (:func:`readiness.imex_refusal`), wait for the readiness
+source's next change, at most ``ready_wait_s`` from the start of the claim's prepare, and fail
+the claim with :class:`readiness.ImexNotReadyError` when that time is up (counted as
+``result="imex_not_ready"``). After a wait the claim is resolved again (it may have changed
+meanwhile). Then record the claim in the checkpoint, create the channel device, write the CDI
+spec, and answer; those steps are a span of the domain's trace (see ``STORY_KEYS`` in
+:mod:`claims`). Unprepare removes the claim's CDI spec, the channel device when no other
+prepared claim uses that channel, and then the record. Both are idempotent; an unknown claim
+unprepares successfully.
 
 At start (:meth:`ChannelDriver.recover`) the files are brought in line with the checkpoint:
 devices and specs of recorded claims are made to exist, and specs of ours and channel devices we
@@ -20,8 +25,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from opentelemetry.trace import Tracer
 from opentelemetry.util.types import AnyValue
@@ -29,8 +35,14 @@ from opentelemetry.util.types import AnyValue
 from services.imex_agent.cdi import CdiStore, ChannelGrant, device_id, render_spec
 from services.imex_agent.channels import ChannelDeviceError, ChannelDevices
 from services.imex_agent.checkpoint import CheckpointData, CheckpointStore, ClaimRecord
-from services.imex_agent.claims import STORY_KEYS, ClaimRefusedError, ClaimResolver, Resolution
+from services.imex_agent.claims import STORY_KEYS, ClaimRefusedError, Resolution
 from services.imex_agent.metrics import AgentMetrics
+from services.imex_agent.readiness import (
+    ImexNotReadyError,
+    ReadinessSource,
+    imex_refusal,
+    not_ready_message,
+)
 from shared.kube.errors import KubeApiError
 from shared.kubeletapi import Claim, PreparedDevice, PrepareResult, UnprepareResult
 from shared.tracing import story_parent
@@ -63,21 +75,41 @@ def prepare_result(record: ClaimRecord) -> PrepareResult:
     )
 
 
+class Resolver(Protocol):
+    """What the driver asks about a claim (:class:`claims.ClaimResolver`)."""
+
+    async def resolve(self, claim: Claim) -> Resolution: ...
+
+
+def slice_clique(resolution: Resolution) -> str | None:
+    """The clique of the claim's slice (None for a grant without a seat)."""
+    seat = resolution.grant.seat
+    return seat.clique if seat is not None else None
+
+
 class ChannelDriver:
     """Implements :class:`shared.kubeletapi.DraHandler` for one node."""
 
     def __init__(
         self,
         *,
-        resolver: ClaimResolver,
+        node: str,
+        resolver: Resolver,
         checkpoint: CheckpointStore,
         devices: ChannelDevices,
         cdi: CdiStore,
         metrics: AgentMetrics,
+        readiness: ReadinessSource,
+        ready_wait_s: float,
         tracer: Tracer | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._node = node
         self._tracer = tracer
         self._resolver = resolver
+        self._readiness = readiness
+        self._ready_wait_s = ready_wait_s
+        self._clock = clock
         self._store = checkpoint
         self._devices = devices
         self._cdi = cdi
@@ -132,6 +164,10 @@ class ChannelDriver:
         started = time.perf_counter()
         try:
             result = await self._prepare(claim)
+        except ImexNotReadyError as exc:
+            self._metrics.dra_requests.labels("prepare", "imex_not_ready").inc()
+            log.warning("IMEX not ready", extra={"claim": _name(claim), "error": str(exc)})
+            return PrepareResult(error=str(exc))
         except ClaimRefusedError as exc:
             self._metrics.dra_requests.labels("prepare", "refused").inc()
             log.warning("claim refused", extra={"claim": _name(claim), "error": str(exc)})
@@ -145,14 +181,41 @@ class ChannelDriver:
         return result
 
     async def _prepare(self, claim: Claim) -> PrepareResult:
+        started = self._clock()
         async with self._lock:
             record = self.data.claims.get(claim.uid)
             if record is not None:
                 self._make_files(record)
                 return prepare_result(record)
         resolution = await self._resolver.resolve(claim)
+        while self._imex_refusal(slice_clique(resolution)) is not None:
+            await self._wait_for_imex(claim, slice_clique(resolution), started=started)
+            resolution = await self._resolver.resolve(claim)  # what it says after the wait
         with self._domain_span(claim, resolution):
             return await self._record_and_make(claim, resolution)
+
+    def _imex_refusal(self, clique: str | None) -> str | None:
+        return imex_refusal(self._readiness.readiness(), clique=clique)
+
+    async def _wait_for_imex(self, claim: Claim, clique: str | None, *, started: float) -> None:
+        """Return once IMEX serves ``clique``; ImexNotReadyError when ``ready_wait_s`` since
+        ``started`` pass first. A wait for the readiness source's changes, not a poll."""
+        reason = self._imex_refusal(clique)
+        log.info("waiting for IMEX", extra={"claim": _name(claim), "reason": reason})
+        deadline = started + self._ready_wait_s
+        while reason is not None:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                waited = self._clock() - started
+                raise ImexNotReadyError(
+                    not_ready_message(node=self._node, reason=reason, waited_s=waited)
+                )
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._readiness.changed()
+            reason = self._imex_refusal(clique)
+        waited = round(self._clock() - started, 3)
+        log.info("IMEX ready", extra={"claim": _name(claim), "waited_s": waited})
 
     @contextlib.contextmanager
     def _domain_span(self, claim: Claim, resolution: Resolution) -> Iterator[None]:

@@ -1,10 +1,11 @@
 """The daemon's ``config.cfg``, rendered from the agent's settings and the node's address (pure).
 
-Keys follow NVIDIA's IMEX configuration guide. The agent runs the daemon as its child, so
-``DAEMONIZE=0``; peers and the command service bind to the node's own address; the command
-service is on, because the agent asks it through ``nvidia-imex-ctl``. With a TLS directory (a
-mounted Secret holding ``tls.key``, ``tls.crt``, ``ca.crt``) peer connections use mutual TLS,
-one certificate serving as both server and client identity.
+Keys follow NVIDIA's IMEX configuration guide. The daemon runs in the foreground, a child of
+the agent or of the IMEX launcher, so ``DAEMONIZE=0``; peers and the command service bind to the
+node's own address; the command service is on, because the agent asks it through
+``nvidia-imex-ctl``. With a TLS directory (a mounted Secret holding ``tls.key``, ``tls.crt``,
+``ca.crt``) peer connections use mutual TLS, one certificate serving as both server and client
+identity.
 """
 
 from __future__ import annotations

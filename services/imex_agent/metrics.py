@@ -2,10 +2,12 @@
 
 - ``cdo_imex_daemon_starts_total{reason}``: daemon starts (initial, exited, config, node_map,
   roster);
+- ``cdo_imex_daemon_adoptions_total{result}``: daemon records found at start: ``adopted`` (the
+  daemon an earlier agent left running, taken over) or ``stale`` (it names no such daemon);
 - ``cdo_imex_daemon_reloads_total``: SIGUSR1 sent to apply a changed hosts mapping;
 - ``cdo_imex_ctl_calls_total{query,result}``: nvidia-imex-ctl calls (q, N) by ok / error;
 - ``cdo_dra_requests_total{operation,result}``: claims prepared / unprepared, by ok / refused /
-  error;
+  imex_not_ready / error;
 - ``cdo_dra_prepare_seconds``: time to prepare one claim (histogram).
 """
 
@@ -27,6 +29,13 @@ class AgentMetrics:
             "IMEX daemon starts by the agent, by reason (initial, exited, config, node_map, "
             "roster).",
             ["reason"],
+            registry=registry,
+        )
+        self.daemon_adoptions = Counter(
+            "cdo_imex_daemon_adoptions",
+            "Daemon records found at start, by result (adopted: the running daemon taken over; "
+            "stale: the record names no such daemon).",
+            ["result"],
             registry=registry,
         )
         self.daemon_reloads = Counter(

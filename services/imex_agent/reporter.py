@@ -7,6 +7,9 @@ node's view of every peer (``-q`` again as soon as that row is not READY). Polls
 ``fast_poll_window_s`` after a change: one the agent made, one it observed, or a peer's
 NodeImexState event (a peer that restarts its daemon changes this node's view too).
 
+The domain state and the peers are read over the roster's members (:mod:`status`): the node
+map lists every slot, and IMEX counts the empty ones as nodes that are down.
+
 Every change (see :func:`status.same_report`) is published as a NodeImexState event, and the
 ``cdo.dev/ImexReady`` condition is written when its status, reason or message changes. Failing
 writes are retried at the next poll; failing publishes are logged and counted (the condition and
@@ -124,7 +127,13 @@ class StatusReporter:
     async def report_once(self) -> None:
         observation = await self._observe()
         roster = self._controller.roster or Roster(clique=observation.control.clique)
-        event = node_event(observation, node=self._node, address=self._address, roster=roster)
+        event = node_event(
+            observation,
+            node=self._node,
+            address=self._address,
+            roster=roster,
+            slot=self._controller.slot,
+        )
         if not same_report(self.event, event):
             self.event = event
             self.history.append(event)

@@ -1,4 +1,4 @@
-"""The clique roster: which nodes form the clique's IMEX domain, in which order (pure).
+"""The clique roster: which node holds which slot of the clique's static node map (pure).
 
 Every agent publishes, on its own Node only, the address its daemon binds to and its slot (see
 :mod:`services.imex_agent.names`). The slot is the node's tray index from NVML platform info
@@ -8,14 +8,19 @@ two nodes that claim one slot are told apart here, the same way on every node: a
 beats a claimed one, then the lower node name wins, and the loser claims another slot.
 
 Members are the Nodes labelled ``nvidia.com/gpu.clique=<clique>`` whose agent published an
-address and a slot for that clique. Every member computes the same roster from the same Nodes,
-so every member renders a byte-identical ``nodes_config.cfg``.
+address and a slot for that clique. Every member computes the same roster from the same Nodes.
 
-The node map lists one stable hostname per slot (``cdo-imex-<clique tag>-<slot>``), resolved
-through a hosts file the agent writes. A node replaced in its slot changes only the hosts file,
-which IMEX re-reads on SIGUSR1; only a change of the set of slots changes the map itself. The
-clique tag (a digest of the clique string) keeps the maps of two cliques distinct, so a daemon
-can never be admitted into another clique's domain by accident.
+**The node map is static.** ``nodes_config.cfg`` lists every slot of the clique, whether a node
+holds it or not: ``slots`` stable hostnames (``cdo-imex-<clique tag>-<slot>``, maxNodesPerIMEXDomain
+of them, 18 on an NVL72 rack), in slot order. It depends on the clique and the slot count only,
+so it is byte-identical on every node and never changes while the clique does not. Membership
+lives in the name -> address mapping (:meth:`Roster.hosts`): a member's slot resolves to its
+address, an empty slot to a sentinel address nothing listens on, which IMEX sees as a peer that
+is down. A node whose slot is outside the map is left out of the roster, with the reason.
+
+The clique tag (a digest of the clique string) keeps the maps of two cliques distinct, so a
+daemon can never be admitted into another clique's domain by accident, and daemons of different
+domains never share hostnames.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from shared.kube.meta import KubeObject
 
 MAX_SLOT = 1023
 """Slots above this are ignored as garbage; a clique has at most a few dozen nodes."""
+
+NVL72_SLOTS = 18
+"""maxNodesPerIMEXDomain of an NVL72 rack: its 18 compute trays."""
 
 
 class MemberRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,24 +74,33 @@ class Exclusion(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Roster(msgspec.Struct, frozen=True, kw_only=True):
-    """The clique's members in slot order; the same value on every member."""
+    """The clique's members in slot order; the same value on every member.
+
+    ``slots`` is the size of the static node map (maxNodesPerIMEXDomain); every member's slot
+    is below it.
+    """
 
     clique: str
+    slots: int = NVL72_SLOTS
     members: tuple[Member, ...] = ()
     excluded: tuple[Exclusion, ...] = ()
 
     @property
     def entries(self) -> tuple[str, ...]:
-        """The node map: one hostname per member, in slot order."""
-        return tuple(member.hostname for member in self.members)
+        """The node map: the stable hostname of every slot, held or empty, in slot order."""
+        return slot_hostnames(self.clique, self.slots)
 
-    @property
-    def hosts(self) -> dict[str, str]:
-        """Hostname -> address of every member."""
-        return {member.hostname: member.address for member in self.members}
+    def hosts(self, *, empty: str) -> dict[str, str]:
+        """Hostname -> address of every slot: its member's address, or ``empty`` (the sentinel)."""
+        held = {member.slot: member.address for member in self.members}
+        return {hostname: held.get(slot, empty) for slot, hostname in enumerate(self.entries)}
 
     def member(self, node: str) -> Member | None:
         return next((m for m in self.members if m.node == node), None)
+
+    def at(self, slot: int) -> Member | None:
+        """The member holding ``slot``, or None for an empty slot."""
+        return next((m for m in self.members if m.slot == slot), None)
 
     def by_address(self, address: str) -> Member | None:
         return next((m for m in self.members if m.address == address), None)
@@ -97,6 +114,11 @@ def clique_tag(clique: str) -> str:
 def slot_hostname(clique: str, slot: int) -> str:
     """The stable name of ``slot`` in ``clique``'s node map."""
     return f"cdo-imex-{clique_tag(clique)}-{slot:02d}"
+
+
+def slot_hostnames(clique: str, slots: int) -> tuple[str, ...]:
+    """The stable names of every slot of ``clique``'s node map, in slot order."""
+    return tuple(slot_hostname(clique, slot) for slot in range(slots))
 
 
 def record_of(node: KubeObject, clique: str) -> MemberRecord | None:
@@ -129,12 +151,26 @@ def _precedence(record: MemberRecord) -> tuple[bool, str]:
     return (record.source != SLOT_SOURCE_PLATFORM, record.node)
 
 
-def build_roster(clique: str, records: Iterable[MemberRecord]) -> Roster:
-    """The roster of ``clique`` from its nodes' records (any order, one per node)."""
+def build_roster(
+    clique: str, records: Iterable[MemberRecord], *, slots: int = NVL72_SLOTS
+) -> Roster:
+    """The roster of ``clique`` from its nodes' records (any order, one per node).
+
+    ``slots`` is the size of the node map; a record whose slot is outside it is left out.
+    """
     winners: dict[int, MemberRecord] = {}
     addresses: dict[str, MemberRecord] = {}
     excluded: list[Exclusion] = []
     for record in sorted(records, key=_precedence):
+        if record.slot >= slots:
+            excluded.append(
+                Exclusion(
+                    node=record.node,
+                    reason=f"slot {record.slot} is outside the node map of {slots} slots "
+                    f"(0..{slots - 1}, maxNodesPerIMEXDomain)",
+                )
+            )
+            continue
         holder = winners.get(record.slot)
         if holder is not None:
             excluded.append(
@@ -162,6 +198,7 @@ def build_roster(clique: str, records: Iterable[MemberRecord]) -> Roster:
     )
     return Roster(
         clique=clique,
+        slots=slots,
         members=members,
         excluded=tuple(sorted(excluded, key=lambda e: e.node)),
     )
@@ -197,15 +234,17 @@ def choose_slot(
     return slot, SLOT_SOURCE_CLAIMED
 
 
-def render_nodes_config(roster: Roster) -> str:
-    """``nodes_config.cfg``: a comment naming the clique, then one hostname per line.
+def render_nodes_config(clique: str, *, slots: int) -> str:
+    """``nodes_config.cfg``: a comment naming the clique, then the hostname of every slot.
 
-    Only the roster goes in, so every member renders the same bytes.
+    Only the clique and the slot count go in, so every node of the clique renders the same
+    bytes, whoever is a member at the time.
     """
     lines = [
-        f"# IMEX node map of clique {roster.clique}, written by the cdo IMEX agent.",
-        "# One node per line in slot order; names resolve through the agent's hosts file.",
-        *roster.entries,
+        f"# IMEX node map of clique {clique}, written by the cdo IMEX agent: every slot of the",
+        "# clique, in slot order. Names resolve through the agent's hosts file (an empty slot",
+        "# to an address nothing listens on).",
+        *slot_hostnames(clique, slots),
     ]
     return "\n".join(lines) + "\n"
 

@@ -46,8 +46,8 @@ class ImexSettings(Settings, frozen=True, kw_only=True):
     config_dir: Annotated[
         str,
         Meta(
-            description="Directory of config.cfg, nodes_config.cfg, the daemon's pid file and "
-            "output (owned by the agent).",
+            description="Directory of config.cfg, nodes_config.cfg, the daemon record "
+            "(nvidia-imex.pid) and output (owned by the agent).",
             min_length=1,
         ),
     ] = "/var/run/cdo-imex"
@@ -105,17 +105,40 @@ class ImexSettings(Settings, frozen=True, kw_only=True):
     stop_timeout_s: Annotated[
         float, Meta(description="Wait this long after SIGTERM before SIGKILL.", gt=0)
     ] = 10.0
-    map_settle_s: Annotated[
+    max_nodes_per_domain: Annotated[
+        int,
+        Meta(
+            description="maxNodesPerIMEXDomain: the slots of the static node map, one stable "
+            "name each (18 on an NVL72 rack); a node whose slot is outside it is no member.",
+            ge=1,
+            le=1024,
+        ),
+    ] = 18
+    empty_slot_address: Annotated[
+        str,
+        Meta(
+            description="The sentinel address an empty slot's name resolves to: a loopback "
+            "address nothing listens on, so IMEX sees a peer that is down (connection refused "
+            "at once, no DNS lookup, no connect timeout).",
+            min_length=1,
+        ),
+    ] = "127.255.255.254"
+    leave_grace_s: Annotated[
         float,
         Meta(
-            description="A changed set of slots must hold this long before the daemon restarts "
-            "with the new node map (a node replaced in its slot needs no restart).",
+            description="How long this node's daemon keeps running after the node left its "
+            "clique (no clique from NVML, or out of the roster): a label or fabric that comes "
+            "back within it costs no restart.",
             ge=0,
         ),
-    ] = 5.0
+    ] = 30.0
     reload_min_interval_s: Annotated[
         float,
-        Meta(description="IMEX processes at most one SIGUSR1 per this many seconds.", ge=0),
+        Meta(
+            description="IMEX_MINIMUM_SSL_RELOAD_INTERVAL: IMEX processes at most one SIGUSR1 "
+            "per this many seconds; a change inside the window is signalled when it ends.",
+            ge=0,
+        ),
     ] = 5.0
     poll_interval_s: Annotated[
         float, Meta(description="How often nvidia-imex-ctl is asked while nothing changes.", gt=0)
@@ -139,6 +162,22 @@ class ImexSettings(Settings, frozen=True, kw_only=True):
     clique_refresh_s: Annotated[
         float, Meta(description="How often NVML fabric and platform info are read again.", gt=0)
     ] = 30.0
+    launcher_socket: Annotated[
+        str,
+        Meta(
+            description="Unix socket of the IMEX launcher (python -m "
+            "services.imex_agent.launcher) that runs the daemon in a container of its own; "
+            "empty: the agent starts the daemon itself, in a session of its own.",
+        ),
+    ] = ""
+    stop_on_exit: Annotated[
+        bool,
+        Meta(
+            description="Stop the daemon when the agent shuts down (SIGTERM). Off: it keeps "
+            "running and the next agent adopts it, so an agent restart or upgrade never "
+            "restarts IMEX.",
+        ),
+    ] = False
 
     @property
     def daemon_argv(self) -> tuple[str, ...]:
@@ -199,6 +238,15 @@ class DraSettings(Settings, frozen=True, kw_only=True):
     slice_resync_s: Annotated[
         float, Meta(description="How often the ResourceSlice is checked against the API.", gt=0)
     ] = 300.0
+    ready_wait_s: Annotated[
+        float,
+        Meta(
+            description="How long NodePrepareResources waits for the node's IMEX daemon to be "
+            "READY before it fails the claim with a retriable error (0: answer at once). Keep "
+            "it below the kubelet's 45 s deadline for one call.",
+            ge=0,
+        ),
+    ] = 40.0
 
 
 class AgentSettings(Settings, frozen=True, kw_only=True):

@@ -5,16 +5,25 @@ The status contract:
 - NATS: ``NodeImexState`` on ``cdo.v1.node.<node>.imex`` (and the KV snapshot), published
   whenever anything but the time changes: the daemon state (``NOT_RUNNING`` while no daemon of
   ours runs, else what ``nvidia-imex-ctl`` reports), the domain state (UP, DEGRADED, DOWN;
-  UNKNOWN while the daemon is not READY), this node's view of each peer's connection, the digest
-  of the node map and the restart count.
+  UNKNOWN while the daemon is not READY), this node's view of each member's connection, the
+  digest of the node map and the restart count.
 - Kubernetes: condition ``cdo.dev/ImexReady`` on the node, written only by this agent: ``True``
   exactly while our daemon answers READY; ``False`` with a reason otherwise (NoClique,
   NotInRoster, ForeignImexDaemon, NotRunning, DaemonNotReady). The domain controller reads it.
+
+**Members, not slots.** The node map lists every slot of the clique, and IMEX counts an empty
+slot (its name resolves to the sentinel address) as a node that is down: on a partial rack its
+own ``Domain State`` is DEGRADED for good. Empty slots are not members, so the agent reads the
+``-N`` table over the members' slots only (:func:`member_domain_state`): UP when every member
+is READY and every link between members CONNECTED, DOWN when no member is READY, DEGRADED in
+between; ``peers`` lists the other members. A partial rack whose members all see each other is
+UP, and a node that joins or leaves changes the domain state only while the change is under way.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 import msgspec
@@ -27,6 +36,9 @@ from shared.events import ImexPeer, NodeImexState
 
 NOT_RUNNING = "NOT_RUNNING"
 UNKNOWN = "UNKNOWN"
+DOMAIN_UP = "UP"
+DOMAIN_DEGRADED = "DEGRADED"
+DOMAIN_DOWN = "DOWN"
 
 
 class Phase(enum.StrEnum):
@@ -63,8 +75,34 @@ class ConditionValue(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
+def member_slots(roster: Roster, own_slot: int | None) -> frozenset[int]:
+    """The slots whose nodes count: the roster's members' and this node's own."""
+    slots = {member.slot for member in roster.members}
+    if own_slot is not None:
+        slots.add(own_slot)
+    return frozenset(slots)
+
+
+def member_domain_state(domain: DomainReport, slots: Collection[int]) -> str:
+    """The domain state over the nodes in ``slots`` (row and column index = slot).
+
+    UP when each of them is READY and every link between two of them CONNECTED; DOWN when none
+    is READY (or none is reported); DEGRADED otherwise. Empty slots do not count.
+    """
+    rows = [node for node in domain.nodes if node.index in slots]
+    ready = [node.state == READY for node in rows]
+    if not any(ready):
+        return DOMAIN_DOWN
+    linked = all(
+        link.state == CONNECTED for node in rows for link in node.links if link.index in slots
+    )
+    if len(rows) == len(slots) and all(ready) and linked:
+        return DOMAIN_UP
+    return DOMAIN_DEGRADED
+
+
 def peers_of(domain: DomainReport | None, *, address: str, roster: Roster) -> tuple[ImexPeer, ...]:
-    """This node's view of every other node of the map, named by the roster where it can be."""
+    """This node's view of every other member, in slot order (empty slots left out)."""
     if domain is None:
         return ()
     own = domain.row(address)
@@ -72,22 +110,24 @@ def peers_of(domain: DomainReport | None, *, address: str, roster: Roster) -> tu
         return ()
     peers = []
     for link in own.links:
-        if link.index == own.index:
+        member = roster.at(link.index)
+        if link.index == own.index or member is None:
             continue
-        member = roster.by_address(link.host)
         peers.append(
-            ImexPeer(
-                node=member.node if member is not None else link.host or f"#{link.index}",
-                address=link.host,
-                state=link.state,
-            )
+            ImexPeer(node=member.node, address=link.host or member.address, state=link.state)
         )
     return tuple(peers)
 
 
 def node_event(
-    observation: Observation, *, node: str, address: str, roster: Roster
+    observation: Observation,
+    *,
+    node: str,
+    address: str,
+    roster: Roster,
+    slot: int | None = None,
 ) -> NodeImexState:
+    """The event for one observation; ``slot`` is the running daemon's own slot."""
     control = observation.control
     ready = observation.daemon_state == READY
     domain = observation.domain if ready else None
@@ -95,7 +135,11 @@ def node_event(
         node=node,
         clique=control.clique,
         daemon_state=observation.daemon_state,
-        domain_state=domain.state if domain is not None else UNKNOWN,
+        domain_state=(
+            member_domain_state(domain, member_slots(roster, slot))
+            if domain is not None
+            else UNKNOWN
+        ),
         peers=peers_of(domain, address=address, roster=roster),
         config_digest=control.config_digest,
         restarts=control.restarts,

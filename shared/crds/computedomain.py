@@ -128,6 +128,30 @@ class GangSpec(CrdStruct, frozen=True, kw_only=True):
     ) = None
 
 
+class FailoverSpec(CrdStruct, frozen=True, kw_only=True):
+    """cdo addition: what happens to a slice whose clique can no longer hold it."""
+
+    policy: Annotated[
+        Literal["Move", "Wait"],
+        Meta(
+            description="Move: once the grace has passed, the slice's remaining pods are "
+            "evicted and the slice is placed again, whole, in another clique with room. Wait: "
+            "the slice waits for its own clique to recover.",
+            extra={CRD_DEFAULT: True},
+        ),
+    ] = "Move"
+    grace_seconds: Annotated[
+        int,
+        Meta(
+            description="How long a slice may be unable to be made whole in its clique (its "
+            "clique gone, or too few healthy nodes with room there) before it moves.",
+            ge=0,
+            le=86_400,
+            extra={CRD_DEFAULT: True},
+        ),
+    ] = 300
+
+
 class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
     """What the user asks for."""
 
@@ -147,6 +171,10 @@ class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
     channel: Annotated[
         ComputeDomainChannel, Meta(description="The IMEX channel and the claim template.")
     ]
+    failover: Annotated[
+        FailoverSpec,
+        Meta(description="cdo addition: failover of a slice whose clique is lost."),
+    ] = msgspec.field(default_factory=FailoverSpec)
     gang: (
         Annotated[
             GangSpec,

@@ -33,6 +33,8 @@ NVLINK_DOMAIN_LABEL = "cdo.dev/nvlink-domain"
 
 GPU_FAULT_TAINT = "cdo.dev/gpu-fault"
 """Taint the health monitor puts on a node with a GPU or fabric fault."""
+BREAKER_ANNOTATION = "cdo.dev/gpu-fault-breaker"
+"""Node annotation the health monitor writes on its own node: its circuit breaker record."""
 GPU_HEALTHY_CONDITION = "cdo.dev/GpuHealthy"
 """Node condition written by the health monitor."""
 IMEX_READY_CONDITION = "cdo.dev/ImexReady"

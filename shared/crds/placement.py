@@ -20,6 +20,7 @@ it changes the record. Nothing writes the old fields any more.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from msgspec import Meta
@@ -47,6 +48,13 @@ class PlacedPod(CrdStruct, frozen=True, kw_only=True):
             "StatefulSet's) is another pod."
         ),
     ] = ""
+
+
+class PodRef(CrdStruct, frozen=True, kw_only=True):
+    """One pod, by name and uid (a pod recreated under the same name is another pod)."""
+
+    name: Annotated[str, Meta(description="Pod name.", min_length=1)]
+    uid: Annotated[str, Meta(description="The pod's metadata.uid.", min_length=1)]
 
 
 class SliceMember(CrdStruct, frozen=True, kw_only=True):
@@ -89,6 +97,23 @@ class PlacementSlice(CrdStruct, frozen=True, kw_only=True):
     ]
     first_rank: Annotated[int, Meta(description="The slice's lowest rank in the gang.", ge=0)] = 0
     size: Annotated[int, Meta(description="Ranks the slice covers.", ge=0)] = 0
+    waiting_since: (
+        Annotated[
+            datetime,
+            Meta(
+                description="Since when the slice cannot be made whole in its clique (its "
+                "clique gone, or too few healthy nodes there); the failover grace counts "
+                "from here."
+            ),
+        ]
+        | None
+    ) = None
+    moved_from: Annotated[
+        str, Meta(description="The clique the slice last failed over from, if any.")
+    ] = ""
+    moved_at: Annotated[datetime, Meta(description="When the slice last failed over.")] | None = (
+        None
+    )
     members: Annotated[
         tuple[SliceMember, ...],
         Meta(
@@ -153,6 +178,17 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
             extra_json_schema={
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["index"],
+            },
+        ),
+    ] = ()
+    evicting: Annotated[
+        tuple[PodRef, ...],
+        Meta(
+            description="Pods of slices that failed over, which the allocator evicts until "
+            "they are gone.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["uid"],
             },
         ),
     ] = ()

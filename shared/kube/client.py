@@ -152,9 +152,18 @@ class KubeClient:
         return await self.request("GET", resource.path(namespace=namespace), query=query)
 
     async def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str = ""
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        *,
+        namespace: str = "",
+        name: str = "",
+        subresource: str = "",
     ) -> bytes:
-        return await self.request("POST", resource.path(namespace=namespace), body=body)
+        """POST a new object, or (with ``name`` and ``subresource``) to a subresource that
+        creates, such as ``pods/<name>/eviction``."""
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        return await self.request("POST", path, body=body)
 
     async def replace(
         self,

@@ -40,8 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sim.demo",
         description="The cdo story on the simulated cluster: two NVL72 racks, the four "
-        "services, a ComputeDomain of 18 pods, a fatal XID and the recovery, then one "
-        "ComputeDomain of 36 pods over both racks in two slices.",
+        "services, a ComputeDomain of 18 pods, a fatal XID and the recovery, its rack's "
+        "fabric lost and the domain's failover to the other rack, then one ComputeDomain of "
+        "36 pods over both racks in two slices.",
     )
     parser.add_argument(
         "--keep", action="store_true", help="leave the cluster running and print how to use it"

@@ -84,6 +84,11 @@ class EventFeed:
         async with self._received:
             self._received.notify_all()
 
+    @property
+    def tally(self) -> Tally:
+        """Where the events received are counted."""
+        return self._tally
+
     async def wait(self, check: Callable[[Tally], bool], *, timeout_s: float) -> bool:
         """Whether ``check`` holds on the tally within ``timeout_s``."""
         try:

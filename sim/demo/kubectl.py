@@ -1,5 +1,6 @@
 """The real ``kubectl`` (the one beside the demo's Python), as the demo runs it: apply and delete
-of the example manifests in ``deploy/examples/``, their output lines returned for the screen.
+of the example manifests in ``deploy/examples/`` and a merge patch, their output lines returned
+for the screen.
 
 The files are applied as they are. With annotations (the demo's trace context, when traces are
 exported) the ComputeDomain, the first manifest, is annotated on its way in by ``kubectl annotate
@@ -9,8 +10,9 @@ exported) the ComputeDomain, the first manifest, is annotated on its way in by `
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from opentelemetry.trace import Span, Tracer
@@ -69,3 +71,12 @@ async def delete(kubeconfig: str, manifests: Sequence[Path]) -> list[str]:
     """``kubectl delete --wait=false`` of ``manifests`` in that order: the caller waits for
     what it needs gone, with its own bound and progress."""
     return await kubectl(kubeconfig, "delete", "--wait=false", *file_args(manifests))
+
+
+async def patch(
+    kubeconfig: str, resource: str, name: str, merge: Mapping[str, object]
+) -> list[str]:
+    """``kubectl patch RESOURCE NAME --type merge -p JSON``: a change a user makes by hand."""
+    return await kubectl(
+        kubeconfig, "patch", resource, name, "--type", "merge", "-p", json.dumps(merge)
+    )

@@ -1,6 +1,7 @@
 """The live view: polls the API a few times a second for one target (the objects an act's
-manifests create), prints the progress line whenever it changes, and lets the story wait, with a
-deadline, for what it expects to see. :func:`following` runs one for the length of an act."""
+manifests create), prints the progress line whenever it changes, keeps the fewest IMEX-ready
+nodes it saw since the story asked (:meth:`Monitor.watch_imex`), and lets the story wait, with
+a deadline, for what it expects to see. :func:`following` runs one for the length of an act."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ class Monitor:
         self._line: str | None = None
         self.latest = ClusterView()
         self.last_error: str | None = None
+        self.imex_low: int | None = None
+        """The fewest IMEX-ready nodes seen since :meth:`watch_imex` (None: none seen yet)."""
+
+    def watch_imex(self) -> None:
+        """Start counting the fewest IMEX-ready nodes afresh (:attr:`imex_low`)."""
+        self.imex_low = None
 
     async def run(self) -> None:
         while True:
@@ -55,6 +62,11 @@ class Monitor:
                     self._screen.live(line)
                 async with self._polled:
                     self.latest = view
+                    self.imex_low = (
+                        view.imex_ready
+                        if self.imex_low is None
+                        else min(self.imex_low, view.imex_ready)
+                    )
                     self._polled.notify_all()
             await asyncio.sleep(POLL_INTERVAL_S)
 

@@ -1,5 +1,6 @@
 """What the demo watches, read from the Kubernetes API: the workload's pods, every node's IMEX
-and fault state, the ComputeDomain (in one clique or several) and its Placement's slices.
+and fault state and clique label, the ComputeDomain (in one clique or several) and its
+Placement's slices (with their failover marks: stuck since when, moved from where).
 :func:`cluster_view` turns the API objects into a :class:`ClusterView` (pure); :func:`observe`
 reads them."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import msgspec
 
@@ -69,6 +71,10 @@ class SliceView:
     """Member nodes, in slot order."""
     pods: int = 0
     """Pods pinned to the slice's nodes."""
+    waiting_since: datetime | None = None
+    """Since when the allocator finds the slice's clique cannot hold it (failover pending)."""
+    moved_from: str = ""
+    """The clique the slice last failed over from, if it did."""
 
     @property
     def last_rank(self) -> int:
@@ -188,6 +194,8 @@ def slice_views(placement: Placement) -> tuple[SliceView, ...]:
             size=piece.size,
             nodes=tuple(member.node for member in sorted(piece.members, key=lambda m: m.slot)),
             pods=piece.placed_pods,
+            waiting_since=piece.waiting_since,
+            moved_from=piece.moved_from,
         )
         for piece in sorted(placement.spec.all_slices, key=lambda p: p.index)
     )

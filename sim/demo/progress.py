@@ -3,9 +3,12 @@ observed: pure functions, so the demo's screen is tested without a cluster.
 
     t+1.2s  pods 18: gated 0 placed 18 running 7 | IMEX ready 36/36 nodes | domain Placed
     t+31.0s  pods 36: ... | domain Placed (PodsNotRunning) in 2 cliques, pods running 18/18 + 5/18
+    t+22.9s  pods 18: ... | clique label on 18/36 nodes | domain Ready | slice 0 stuck
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sim.demo.observe import ClusterView, SliceView
 
@@ -25,6 +28,14 @@ def progress_line(view: ClusterView) -> str:
         f"IMEX ready {view.imex_ready}/{view.nodes} nodes",
         domain_phrase(view),
     ]
+    if len(view.cliques) < view.nodes:
+        # Only while some node lacks it: a node whose fabric is lost is out of its clique.
+        parts.insert(2, f"clique label on {len(view.cliques)}/{view.nodes} nodes")
+    stuck = [piece.index for piece in view.slices if piece.waiting_since is not None]
+    if stuck:
+        parts.append(
+            ("slices " if len(stuck) > 1 else "slice ") + ", ".join(map(str, stuck)) + " stuck"
+        )
     if view.tainted:
         parts.append(
             "gpu-fault taint on "
@@ -62,6 +73,15 @@ def slice_phrase(piece: SliceView) -> str:
         f"clique {piece.clique}, channel {piece.channel}, ranks {rank_range(piece)}, "
         f"{nodes} node{'' if nodes == 1 else 's'}"
     )
+
+
+def rack_of(nodes: Sequence[str]) -> str:
+    """``rack-1`` for nodes all named ``rack-1-trayNN``; else ``""`` (no common rack name)."""
+    racks = {node.rpartition("-tray")[0] for node in nodes}
+    if len(racks) != 1:
+        return ""
+    (rack,) = racks
+    return rack
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

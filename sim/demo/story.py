@@ -2,9 +2,13 @@
 
 The seed act (here): apply the two example manifests and wait for the domain to be Ready; inject
 a fatal XID on one member node and follow the eviction, the degraded domain, the GPU reset and
-the recovery; then delete the seed's workload and domain and wait until their GPUs are free. The
-multi-clique act that follows, one domain over both racks, is :mod:`sim.demo.spanning`.
-:func:`tell` runs both acts and returns the :class:`~sim.demo.summary.Summary`.
+the recovery, counting the fewest IMEX-ready nodes meanwhile. The fabric act follows with the
+same domain (:mod:`sim.demo.failover`: its rack loses its fabric, the domain fails over to the
+other rack, the fabric comes back); then the seed's workload and domain are deleted and the demo
+waits until their GPUs are free. The multi-clique act that follows, one domain over both racks,
+is :mod:`sim.demo.spanning`. :func:`tell` runs the acts and returns the
+:class:`~sim.demo.summary.Summary`, with the IMEX daemon restarts the node host counted from
+the start of the story to its end.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from shared.kube.client import KubeClient
 from sim.demo import kubectl
 from sim.demo.bringup import Running
 from sim.demo.eventfeed import EventFeed
+from sim.demo.failover import lose_the_rack, stuck_slice
 from sim.demo.monitor import Monitor, StoryError, following
 from sim.demo.observe import ClusterView, DomainView, Target
 from sim.demo.progress import trace_id_of
+from sim.demo.restarts import read_counts, restarts_phrase
 from sim.demo.screen import Screen
 from sim.demo.spanning import span_both_racks
 from sim.demo.summary import Summary
@@ -103,17 +109,39 @@ async def tell(
 ) -> Summary:
     tally = Tally(namespace=TARGET.namespace, domain=TARGET.domain)
     step_s = timeouts.step_s
+    baseline = await read_counts(running)
     async with _connected(running, screen, tally) as (client, feed):
         async with following(client, TARGET, screen) as monitor:
             seed = await _seed_act(
                 running, monitor, feed, screen=screen, tracer=tracer, step_s=step_s
+            )
+            screen.note(
+                "IMEX daemon restarts so far: "
+                + restarts_phrase(simctl.imex_restarts(baseline, await read_counts(running)))
+            )
+            failover = await lose_the_rack(
+                running,
+                monitor,
+                feed,
+                TARGET,
+                baseline=baseline,
+                screen=screen,
+                tracer=tracer,
+                step_s=step_s,
             )
             with tracer.start_as_current_span("delete the seed"):
                 await _delete_seed(running, monitor, screen=screen, step_s=step_s)
         spanning = await span_both_racks(
             running, client, feed, tally, screen=screen, tracer=tracer, step_s=step_s
         )
-    return replace(seed, spanning=spanning, events=tally.counts.copy())
+    restarts = simctl.imex_restarts(baseline, await read_counts(running))
+    return replace(
+        seed,
+        failover=failover,
+        spanning=spanning,
+        events=tally.counts.copy(),
+        imex_restarts=restarts,
+    )
 
 
 async def _delete_seed(
@@ -174,6 +202,7 @@ async def _seed_act(
     with tracer.start_as_current_span("fatal XID"):
         screen.step(f"inject XID {XID} (GPU fallen off the bus) on member node {victim}")
         faulted = time.monotonic()
+        monitor.watch_imex()
         await _fault(running, victim, {"kind": "xid", "gpu": 0, "xid": XID}, screen)
         effect = await monitor.until(
             lambda v: v.tainted.get(victim),
@@ -211,13 +240,19 @@ async def _seed_act(
     with tracer.start_as_current_span("GPU reset and recovery"):
         screen.step(f"GPU reset on {victim}: clear the fault and wait for the recovery")
         await _fault(running, victim, None, screen)
+        # Whole again: Ready, no taint left, and no slice the allocator still finds stuck.
         recovered = await monitor.until(
-            lambda v: v if v.ready_with(TARGET.replicas) and not v.tainted else None,
+            lambda v: (
+                v
+                if v.ready_with(TARGET.replicas) and not v.tainted and stuck_slice(v) is None
+                else None
+            ),
             what=f"domain {TARGET.domain} Ready again",
             timeout_s=step_s,
             logs=healing + placing,
         )
         fault_to_ready = time.monotonic() - faulted
+        imex_low = monitor.imex_low
     replacements = sorted(set(recovered.pod_nodes) - set(ready.pod_nodes))
     node = recovered.pod_nodes[replacements[0]] if replacements else None
     same_clique = node is not None and recovered.cliques.get(node) == domain.clique
@@ -226,6 +261,11 @@ async def _seed_act(
         f"{', '.join(replacements) or '-'} running on {node or '-'}"
         + (f", in clique {domain.clique}" if same_clique else ", OUTSIDE the domain's clique")
     )
+    if imex_low is not None:
+        screen.note(
+            f"IMEX ready through the fault and the reset: {imex_low}/{recovered.nodes} nodes at "
+            "the lowest (an XID changes no IMEX node map)"
+        )
     if not same_clique:
         raise StoryError("the replacement pod did not land in the domain's clique", logs=placing)
     domain_now = recovered.domain or domain
@@ -243,5 +283,7 @@ async def _seed_act(
         fault_to_ready_s=fault_to_ready,
         replacement_node=node,
         recovered=True,
+        nodes=recovered.nodes,
+        imex_low=imex_low,
         domain_trace_id=trace_id_of(domain_now.trace_context),
     )

@@ -1,8 +1,10 @@
 """The demo's closing table and the ``--keep`` instructions: pure functions of what was measured.
 
 :class:`Summary` holds every figure of the story: the seed act (time to Ready, its clique and
-channel, the fault and the recovery), the act in which one domain spans both racks
-(:class:`SpanFigures`: time to Ready and its slices), and the events and trace of the whole run.
+channel, the fault and the recovery, the fewest IMEX-ready nodes meanwhile), the rack's fabric
+loss and the domain's failover (:class:`FailoverFigures`), the act in which one domain spans
+both racks (:class:`SpanFigures`: time to Ready and its slices), the IMEX daemon restarts the
+node host counted, and the events and trace of the whole run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from sim.demo.observe import SliceView
 from sim.demo.progress import seconds, slice_phrase
+from sim.demo.restarts import restarts_phrase
 from sim.demo.tally import counts_line
 
 
@@ -25,6 +28,30 @@ class SpanFigures:
     """From ``kubectl apply`` to the domain Ready with every pod running."""
     pods: int
     slices: tuple[SliceView, ...] = ()
+
+
+@dataclass(frozen=True)
+class FailoverFigures:
+    """What the fabric act measured: one rack's fabric lost, the domain moved to another."""
+
+    rack: str
+    """The rack (or, without a common rack name, the clique) whose fabric was lost."""
+    nodes: int
+    lost_clique: str
+    grace_s: int
+    """The domain's ``spec.failover.graceSeconds`` during the act."""
+    new_clique: str
+    new_rack: str
+    channel: int
+    """The domain's IMEX channel in its new clique."""
+    stuck_s: float
+    """From the fabric loss until the allocator marked the slice stuck."""
+    moved_s: float
+    """From the fabric loss until the slice was placed in the new clique."""
+    ready_s: float
+    """From the fabric loss until the domain was Ready in the new clique, every pod running."""
+    restored_s: float | None = None
+    """From the fabric coming back until the rack's nodes were in their clique and IMEX-ready."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +73,12 @@ class Summary:
     trace_exported: bool = False
     domain_trace_id: str | None = None
     spanning: SpanFigures | None = None
+    nodes: int = 0
+    imex_low: int | None = None
+    """The fewest IMEX-ready nodes seen from the XID until the domain was Ready again."""
+    failover: FailoverFigures | None = None
+    imex_restarts: dict[str, int] | None = None
+    """IMEX daemon restarts per node during the story, counted by the node host."""
 
 
 def span_rows(figures: SpanFigures | None) -> list[tuple[str, str]]:
@@ -60,6 +93,32 @@ def span_rows(figures: SpanFigures | None) -> list[tuple[str, str]]:
     return [("multi-clique Ready", ready)] + [
         (f"slice {piece.index}", slice_phrase(piece)) for piece in figures.slices
     ]
+
+
+def failover_rows(figures: FailoverFigures | None) -> list[tuple[str, str]]:
+    """The fabric act's rows: what was lost, where the domain went, the fabric's return."""
+    if figures is None:
+        return [("failover", "-")]
+    past = figures.ready_s - figures.grace_s
+    rows = [
+        ("fabric lost", f"{figures.rack}: {figures.nodes} nodes, clique {figures.lost_clique}"),
+        (
+            "failover",
+            f"moved to clique {figures.new_clique}"
+            + (f" ({figures.new_rack})" if figures.new_rack else "")
+            + f", channel {figures.channel}, after the {figures.grace_s} s grace; Ready there "
+            f"{seconds(figures.ready_s)} after the fabric loss ({seconds(past)} past the grace)",
+        ),
+    ]
+    if figures.restored_s is not None:
+        rows.append(
+            (
+                "fabric restored",
+                f"{figures.rack} back in its clique, IMEX ready, "
+                f"{seconds(figures.restored_s)} after the fabric returned",
+            )
+        )
+    return rows
 
 
 def summary_lines(summary: Summary) -> list[str]:
@@ -90,7 +149,22 @@ def summary_lines(summary: Summary) -> list[str]:
             f"after {seconds(summary.fault_to_degraded_s)}",
         ),
         ("fault to recovered", recovery),
+        (
+            "IMEX ready",
+            "-"
+            if summary.imex_low is None
+            else f"{summary.imex_low}/{summary.nodes} nodes at the lowest, from the XID to "
+            "Ready again",
+        ),
+        *failover_rows(summary.failover),
         *span_rows(summary.spanning),
+        (
+            "IMEX restarts",
+            "-"
+            if summary.imex_restarts is None
+            else f"{restarts_phrase(summary.imex_restarts)} during the story (the node host's "
+            "counts)",
+        ),
         ("events seen", f"{sum(summary.events.values())}: {counts_line(summary.events)}"),
         ("trace id", trace),
     ]

@@ -5,8 +5,9 @@ default, as for the real daemon: the launching process exits 0 once the daemon i
 could not start), and maps signals the way the real daemon documents them:
 
 - SIGTERM, SIGINT, SIGQUIT: notify peers, shut down, exit 0;
-- SIGUSR1: re-read nodes_config, re-resolve names, restart outgoing connections (at most once
-  per 5 s; the rest are ignored);
+- SIGUSR1: reload TLS credentials and restart outgoing connections, which resolve their
+  node-map names again (at most once per 5 s; the rest are ignored). nodes_config is read only
+  at start, as by the real daemon;
 - SIGHUP: write the in-memory verbose log buffer to the log. It does not reload anything.
 
 Start-up problems (unreadable or invalid config, address in use, bad TLS material) are printed

@@ -9,7 +9,9 @@ replace a node without restarting its peers) leaves the map, and the domain, int
 
 Names are resolved like a host with ``hosts: files dns`` in nsswitch.conf: first a hosts file
 (by default none; the simulator points ``CDO_SIM_IMEX_HOSTS_FILE`` at a per-cluster file because
-it cannot edit /etc/hosts), then the system resolver.
+it cannot edit /etc/hosts), then the system resolver (which a caller may turn off: a name the
+hosts file does not list then does not resolve). As with glibc's ``files`` source, the hosts
+file is read again for every lookup, so an edit is seen by the very next one.
 """
 
 from __future__ import annotations
@@ -131,14 +133,14 @@ def parse_hosts(text: str) -> dict[str, str]:
 class Resolver:
     """Turns node-map entries into addresses: hosts file first, then the system resolver.
 
-    The hosts file is re-read whenever it changes on disk, so a resolution made after an
-    update (on SIGUSR1 or on a reconnect attempt) sees the new address.
+    The hosts file is read again for every lookup (:meth:`resolve_all` reads it once for the
+    whole map), so a resolution made after an update (a reconnect attempt, SIGUSR1, a ``-N``
+    query) sees the new address. With ``system=False`` only the hosts file is consulted.
     """
 
-    def __init__(self, hosts_file: Path | None = None) -> None:
+    def __init__(self, hosts_file: Path | None = None, *, system: bool = True) -> None:
         self._hosts_file = hosts_file
-        self._stamp: tuple[int, int] | None = None
-        self._table: dict[str, str] = {}
+        self._system = system
 
     @classmethod
     def from_environment(cls, hosts_file: Path | None = None) -> Resolver:
@@ -151,25 +153,19 @@ class Resolver:
         if self._hosts_file is None:
             return {}
         try:
-            info = self._hosts_file.stat()
-        except OSError:
-            self._stamp, self._table = None, {}
-            return self._table
-        stamp = (info.st_mtime_ns, info.st_size)
-        if stamp != self._stamp:
-            try:
-                self._table = parse_hosts(self._hosts_file.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError):
-                self._table = {}
-            self._stamp = stamp
-        return self._table
+            return parse_hosts(self._hosts_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return {}
 
     async def resolve(self, entry: str) -> str | None:
         """The address ``entry`` stands for now, or None when it does not resolve."""
+        return await self._resolve(entry, self._hosts())
+
+    async def _resolve(self, entry: str, hosts: dict[str, str]) -> str | None:
         if is_address(entry):
             return entry
-        address = self._hosts().get(entry)
-        if address is not None:
+        address = hosts.get(entry)
+        if address is not None or not self._system:
             return address
         loop = asyncio.get_running_loop()
         try:
@@ -182,5 +178,6 @@ class Resolver:
         return None
 
     async def resolve_all(self, node_map: NodeMap) -> tuple[str | None, ...]:
-        """Resolve every entry of ``node_map`` in order."""
-        return tuple([await self.resolve(entry) for entry in node_map.entries])
+        """Resolve every entry of ``node_map`` in order (one read of the hosts file)."""
+        hosts = self._hosts()
+        return tuple([await self._resolve(entry, hosts) for entry in node_map.entries])

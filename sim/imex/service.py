@@ -9,8 +9,14 @@ large simulation can host hundreds of them in one event loop. Each daemon
   node-map digests and refuses a mismatch, and whose heartbeats notice a hung peer;
 - answers the command service on IMEX_CMD_BIND_INTERFACE_IP:IMEX_CMD_PORT (and/or
   IMEX_CMD_UNIX_DOMAIN_PATH) for ``nvidia-imex-ctl``;
-- on ``request_reconnect`` (SIGUSR1) re-reads nodes_config, re-resolves names and restarts its
-  outgoing connections, at most once per 5 s; on ``stop`` (SIGTERM) says goodbye to every peer.
+- keeps every peer's node-map entry (a hostname, say) as the target of its link and resolves it
+  again on every connection attempt, as the real daemon's reconnect loop does (500 ms, backing
+  off to 3 s): a name that starts resolving is picked up without a signal, and one that does not
+  resolve, or resolves to an address nobody serves, is simply a peer that is down;
+- on ``request_reconnect`` (SIGUSR1) reloads its TLS credentials and restarts its outgoing
+  connections (which resolve their names again), at most once per 5 s. Like the real daemon it
+  reads nodes_config only at start: a map changed on disk is reported in the log and not used;
+- on ``stop`` (SIGTERM) says goodbye to every peer.
 
 Usage::
 
@@ -78,8 +84,9 @@ class Timing(msgspec.Struct, frozen=True, kw_only=True):
     heartbeat_interval: float = 0.5
     heartbeat_timeout: float = 1.5
     connect_timeout: float = 1.0
-    reconnect_initial: float = 0.05
-    reconnect_max: float = 0.5
+    # The real daemon's per-peer reconnect loop: 500 ms, doubling up to 3 s.
+    reconnect_initial: float = 0.5
+    reconnect_max: float = 3.0
     # A refused handshake will not succeed until somebody fixes a node map; no need to hurry.
     refused_retry: float = 1.0
     # The real daemon processes SIGUSR1 at most once per 5 s and ignores the rest.
@@ -413,7 +420,7 @@ class ImexDaemon:
             _done, tasks = await asyncio.wait(tasks, timeout=self.timing.connect_timeout)
 
     async def _reload(self) -> None:
-        self.log.info("SIGUSR1: re-reading the node map and restarting outgoing connections")
+        self.log.info("SIGUSR1: restarting outgoing connections (names are resolved again)")
         if self._tls is not None:
             try:
                 self._tls = load_tls(self.config)
@@ -421,35 +428,28 @@ class ImexDaemon:
                 # Documented: when the credentials do not reload, nothing else happens.
                 self.log.error(f"{exc}; keeping the current credentials and connections")
                 return
-        old = self._map
-        assert old is not None
-        new, index, addresses = old, self._index, dict(self._addresses)
-        try:
-            new = load_node_map(self.config.node_config_file)
-            resolved = await self._resolver.resolve_all(new)
-            _, index = _locate_self(
-                new, resolved, self._address, source=self.config.node_config_file
-            )
-            addresses = dict(zip(new.entries, resolved, strict=True))
-        except ImexConfigError as exc:
-            self.log.error(f"{exc}; keeping the current node map")
-            new, index = old, self._index
+        self._warn_if_node_map_changed()
         await self._cancel_links()
-        self._map, self._index, self._addresses = new, index, addresses
-        if new.digest != old.digest:
-            self.log.info(
-                f"node map changed {old.digest} -> {new.digest}: {len(new)} nodes, "
-                f"this is node #{index}"
-            )
-            self._history = {e: h for e, h in self._history.items() if e in new.entries}
-            self._refused_incoming.clear()
-            # Peers were admitted against the old map; make them shake hands again.
-            await self._close_incoming()
         if self._tls is not None and self._peer_server is not None:
             self._peer_server.close()
             await self._peer_server.wait_closed()
             await self._start_peer_server()
         self._spawn_links()
+
+    def _warn_if_node_map_changed(self) -> None:
+        """Say so when nodes_config on disk is no longer the map this daemon started with."""
+        assert self._map is not None
+        try:
+            on_disk = load_node_map(self.config.node_config_file)
+        except ImexConfigError as exc:
+            self.log.warning(f"{exc}; the daemon keeps the node map it started with")
+            return
+        if on_disk.digest != self._map.digest:
+            self.log.warning(
+                f"{self.config.node_config_file} changed on disk ({self._map.digest} -> "
+                f"{on_disk.digest}); IMEX reads the node map only at start: this daemon keeps "
+                "the one it started with until it is restarted"
+            )
 
     async def _say_goodbye(self) -> None:
         writers = [*self._outgoing.values(), *self._incoming.values()]

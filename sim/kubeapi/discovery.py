@@ -16,9 +16,12 @@ from sim.kubeapi.resources import Registry, ResourceType
 SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "binding": ["create"],
+    "eviction": ["create"],
     "finalize": ["update"],
 }
-SUBRESOURCE_KINDS = {"binding": "Binding"}
+SUBRESOURCE_KINDS = {"binding": "Binding", "eviction": "Eviction"}
+SUBRESOURCE_GROUPS = {"eviction": ("policy", "v1")}
+"""Subresources whose kind lives in another group (the real discovery names it)."""
 
 
 def version_info(config: ServerConfig) -> dict[str, Any]:
@@ -93,6 +96,7 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
                 "namespaced": rt.namespaced,
                 "kind": SUBRESOURCE_KINDS.get(sub, rt.kind),
                 "verbs": SUBRESOURCE_VERBS.get(sub, ["get", "patch", "update"]),
+                **_group_of(sub),
             }
         )
     return out
@@ -111,3 +115,8 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": resources,
     }
+
+
+def _group_of(subresource: str) -> dict[str, str]:
+    found = SUBRESOURCE_GROUPS.get(subresource)
+    return {} if found is None else {"group": found[0], "version": found[1]}

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
-from multidict import CIMultiDict
+from multidict import CIMultiDict, MultiDict, MultiMapping
 
 from sim.kubeapi import codec, discovery, errors, openapi, protobuf, tables
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.engine import Engine
+from sim.kubeapi.eviction import evict
 from sim.kubeapi.faults import Faults
 from sim.kubeapi.gc import Controllers
 from sim.kubeapi.kinds import register_builtins
@@ -251,6 +253,23 @@ class ApiServer:
             return self._object_response(rt, obj, rep)
         opts = self._write_options(request)
         if method == "POST":
+            if info.subresource == "eviction":
+                if name is None:
+                    raise errors.path_not_found()
+                body = await self._body(request)
+                requested = body.get("deleteOptions") if isinstance(body, dict) else None
+                result = await evict(
+                    self.engine,
+                    rt,
+                    namespace=namespace or "",
+                    name=name,
+                    body=body,
+                    options=delete_options(
+                        requested if isinstance(requested, dict) else {}, MultiDict()
+                    ),
+                    opts=opts,
+                )
+                return _json_response(result.body, status=result.code)
             if info.subresource == "binding":
                 if name is None:
                     raise errors.path_not_found()
@@ -270,7 +289,7 @@ class ApiServer:
         if method == "PUT":
             if name is None:
                 raise errors.method_not_allowed(rt.plural, rt.group, "update")
-            if info.subresource == "binding":
+            if info.subresource in ("binding", "eviction"):
                 raise errors.method_not_allowed(rt.plural, rt.group, "update")
             body = await self._body(request)
             result = await self.engine.update(
@@ -283,7 +302,7 @@ class ApiServer:
             )
             return self._result(rt, result, rep)
         if method == "PATCH":
-            if name is None or info.subresource in ("binding", "finalize"):
+            if name is None or info.subresource in ("binding", "eviction", "finalize"):
                 raise errors.method_not_allowed(rt.plural, rt.group, "patch")
             content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
             force = parse_bool(query, "force")
@@ -442,41 +461,45 @@ class ApiServer:
                 raise errors.bad_request(f"couldn't decode DeleteOptions: {exc}") from None
             if isinstance(decoded, dict):
                 body = decoded
-        query = request.query
-        grace = parse_int(query, "gracePeriodSeconds")
-        if grace is None and isinstance(body.get("gracePeriodSeconds"), int):
-            grace = body["gracePeriodSeconds"]
-        policy = query.get("propagationPolicy") or body.get("propagationPolicy")
-        orphan: bool | None = None
-        if query.get("orphanDependents", "") != "":
-            orphan = parse_bool(query, "orphanDependents")
-        elif isinstance(body.get("orphanDependents"), bool):
-            orphan = body["orphanDependents"]
-        problems = []
-        if policy is not None and policy not in PROPAGATION_POLICIES:
-            problems.append(
-                errors.not_supported("propagationPolicy", policy, (*PROPAGATION_POLICIES, "nil"))
-            )
-        if policy is not None and orphan is not None:
-            problems.append(
-                errors.invalid(
-                    "propagationPolicy",
-                    policy,
-                    "orphanDependents and deletionPropagation cannot be both set",
-                )
-            )
-        if problems:
-            raise errors.invalid_options("DeleteOptions", problems)
-        preconditions = body.get("preconditions") or {}
-        dry = query.getall("dryRun", []) or list(body.get("dryRun") or [])
-        return DeleteOptions(
-            grace_period_seconds=grace,
-            propagation_policy=policy,
-            orphan_dependents=orphan,
-            precondition_uid=preconditions.get("uid"),
-            precondition_rv=preconditions.get("resourceVersion"),
-            dry_run=dry_run(dry),
+        return delete_options(body, request.query)
+
+
+def delete_options(body: Mapping[str, Any], query: MultiMapping[str]) -> DeleteOptions:
+    """DeleteOptions from a request's body and query (the query wins), checked like the server."""
+    grace = parse_int(query, "gracePeriodSeconds")
+    if grace is None and isinstance(body.get("gracePeriodSeconds"), int):
+        grace = body["gracePeriodSeconds"]
+    policy = query.get("propagationPolicy") or body.get("propagationPolicy")
+    orphan: bool | None = None
+    if query.get("orphanDependents", "") != "":
+        orphan = parse_bool(query, "orphanDependents")
+    elif isinstance(body.get("orphanDependents"), bool):
+        orphan = body["orphanDependents"]
+    problems = []
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        problems.append(
+            errors.not_supported("propagationPolicy", policy, (*PROPAGATION_POLICIES, "nil"))
         )
+    if policy is not None and orphan is not None:
+        problems.append(
+            errors.invalid(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            )
+        )
+    if problems:
+        raise errors.invalid_options("DeleteOptions", problems)
+    preconditions = body.get("preconditions") or {}
+    dry = query.getall("dryRun", []) or list(body.get("dryRun") or [])
+    return DeleteOptions(
+        grace_period_seconds=grace,
+        propagation_policy=policy,
+        orphan_dependents=orphan,
+        precondition_uid=preconditions.get("uid"),
+        precondition_rv=preconditions.get("resourceVersion"),
+        dry_run=dry_run(dry),
+    )
 
 
 def _verb(method: str, name: str | None, watch: bool) -> str:

@@ -1,4 +1,4 @@
-"""The node host's control API: hosted nodes, NVML fault injection, per-service metrics.
+"""The node host's control API: hosted nodes, NVML fault injection, IMEX daemon counts, metrics.
 
 ``python -m sim.nodehost`` serves it on 127.0.0.1 and writes ``<state dir>/nodehost.json``
 (control URL, pid, hosted nodes) so that ``cdo sim fault`` can find it.
@@ -8,6 +8,14 @@
     POST   /nodes/<name>/faults            inject a fault: {"kind": "xid", "gpu": 1, "xid": 79}
     DELETE /nodes/<name>/faults            every GPU of the node healthy again
     GET    /nodes/<name>/metrics/<service> Prometheus text of imex-agent or health-monitor
+    GET    /imex                           every hosted node's IMEX daemons: starts, instance
+    GET    /nodes/<name>/imex              one of them
+
+The IMEX counts (:class:`ImexDaemons`, read only) are what a restart test counts: every daemon
+instance the node started since the node host began (an in-process daemon has no pid; a new
+instance id is a new daemon), and the restarts its current IMEX agent counted itself (a restart
+is a start after the first). A daemon is started again only after a power cycle, or when its own
+``config.cfg`` or node map changed (docs/imex-agent.md).
 
 Fault bodies (:mod:`sim.nodehost.faults`): ``xid`` (gpu, xid), ``gpu_lost`` (gpu, lost),
 ``nvlink`` (gpu, link, up), ``fabric`` (gpu or null, state, problems), ``clear``. Errors answer
@@ -30,6 +38,36 @@ log = logging.getLogger("cdo.sim.nodehost")
 STATE_FILE = "nodehost.json"
 
 _encoder = msgspec.json.Encoder()
+
+
+class ImexDaemons(msgspec.Struct, frozen=True, kw_only=True):
+    """One hosted node's IMEX daemons, as ``GET /imex`` reports them."""
+
+    name: str
+    daemons_started: int
+    """Daemon instances the node started since the node host began (the first one included)."""
+    instance: str
+    """The latest instance's id ("" before the first start)."""
+    daemons_running: int
+    agent_restarts: int | None
+    """The restarts the node's current IMEX agent counted (None: no agent runs); an agent that
+    starts afresh (power cycle, a failed session) counts from 0 again."""
+    agent_reloads: int | None
+    """SIGUSR1s the current agent sent (hosts mapping changes), None without an agent."""
+
+
+def imex_daemons(node: HostedNode) -> ImexDaemons:
+    """What ``node``'s IMEX handle and agent have counted, read as they are now."""
+    started = node.imex.started
+    controller = node.agent.controller if node.agent is not None else None
+    return ImexDaemons(
+        name=node.name,
+        daemons_started=len(started),
+        instance=started[-1] if started else "",
+        daemons_running=node.imex.running,
+        agent_restarts=controller.restarts if controller is not None else None,
+        agent_reloads=controller.reloads if controller is not None else None,
+    )
 
 
 class NodeHostInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +110,12 @@ def control_app(host: NodeHost) -> web.Application:
     async def node(request: web.Request) -> web.Response:
         return _json(node_of(request).status())
 
+    async def imex(_request: web.Request) -> web.Response:
+        return _json([imex_daemons(node) for node in host])
+
+    async def node_imex(request: web.Request) -> web.Response:
+        return _json(imex_daemons(node_of(request)))
+
     def apply(target: HostedNode, fault: Fault) -> web.Response:
         try:
             applied = inject(target.nvml, fault)
@@ -107,6 +151,8 @@ def control_app(host: NodeHost) -> web.Application:
     app.router.add_post("/nodes/{name}/faults", add_fault)
     app.router.add_delete("/nodes/{name}/faults", clear_faults)
     app.router.add_get("/nodes/{name}/metrics/{service}", metrics)
+    app.router.add_get("/nodes/{name}/imex", node_imex)
+    app.router.add_get("/imex", imex)
     return app
 
 

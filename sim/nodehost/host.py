@@ -20,7 +20,10 @@ A node runs its services while it has power. Powering it off kills its IMEX daem
 goodbye and stops its services; powering it on again is a reboot: the GPUs come back healthy
 (injected faults are cleared) and the services start afresh, from the API and their files.
 A service that fails takes its node's services down with it; they start again after a backoff,
-the way the kubelet restarts a crashed pod, and the failure is logged and counted.
+the way the kubelet restarts a crashed pod, and the failure is logged and counted
+(:meth:`HostedNode.kill_services` makes one fail on purpose, as a SIGKILL of the pods would).
+The node's IMEX daemon is not part of a session: an agent that goes leaves it running, and the
+next agent of the node adopts it (:mod:`sim.nodehost.imex`), as on a real node.
 """
 
 from __future__ import annotations
@@ -105,6 +108,10 @@ class _SessionEndedError(Exception):
     """A node's services stopped although nothing asked them to."""
 
 
+class ServicesKilledError(Exception):
+    """A node's services were killed on purpose (:meth:`HostedNode.kill_services`)."""
+
+
 class NodeStatus(msgspec.Struct, frozen=True, kw_only=True):
     """A hosted node as the control API reports it."""
 
@@ -142,6 +149,9 @@ class HostedNode:
         self.metrics: dict[str, Metrics] = {}
         self._powered: bool | None = None  # unknown until the power source answered
         self._power_changed = asyncio.Event()
+        self._kill = asyncio.Event()
+        self.sessions = 0
+        """Sessions started (the services' starts after the first are restarts or reboots)."""
 
     @property
     def powered(self) -> bool | None:
@@ -192,6 +202,16 @@ class HostedNode:
             return False
         return True
 
+    def kill_services(self) -> None:
+        """End the node's running services at once, as a crash (or a SIGKILL of the node's
+        pods) would: counted as a failure, started again after the backoff. The IMEX daemon
+        keeps running; the next agent adopts it."""
+        self._kill.set()
+
+    async def _watch_kill(self) -> None:
+        await self._kill.wait()
+        raise ServicesKilledError(f"the services of {self.name} were killed")
+
     async def _watch_power_loss(self) -> None:
         await self._until_power(False)
         log.info("node powered off; its services stop", extra={"node": self.name})
@@ -207,22 +227,35 @@ class HostedNode:
         Start this task in the node's NVML context (:func:`sim.nvml.bound_context`), so every
         task and thread of its services talks to this node's NVML.
         """
+        try:
+            await self._lifetime()
+        finally:
+            # The node host is stopping: its daemons go with it, politely.
+            await self.imex.close()
+
+    async def _lifetime(self) -> None:
         settings = self._context.settings
         backoff = settings.restart_backoff_s
         booted = False
         while True:
             self.state = "off"
+            if self._powered is False:
+                # A power cut between two sessions takes the daemon the last agent left too.
+                await self.imex.power_loss()
             await self._until_power(True)
             if booted:
                 self.nvml.clear_faults()  # a power cycle resets the GPUs
             booted = True
             self.state = "starting"
+            self.sessions += 1
+            self._kill.clear()
             started = time.monotonic()
             powered_off = False
             try:
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._session(), name=f"{self.name} services")
                     group.create_task(self._watch_power_loss(), name=f"{self.name} power")
+                    group.create_task(self._watch_kill(), name=f"{self.name} kill")
             except* _PoweredOffError:
                 powered_off = True
             except* Exception as failures:

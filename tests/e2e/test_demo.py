@@ -1,8 +1,11 @@
 """``./task demo`` as a user runs it: the whole story on the simulated cluster, then a clean stop.
 
 The demo runs as a real program in a temporary state directory; the test reads its output as a
-user would (the live lines and the summary: the seed act, then the act in which one domain spans
-both racks in two slices), and afterwards checks that no process it started is left.
+user would (the live lines and the summary: the seed act, in which no node's IMEX readiness
+drops through the XID and the GPU reset; the fabric act, in which the seed's rack loses its
+fabric and the domain fails over to the other rack; then the act in which one domain spans both
+racks in two slices; and the IMEX daemon restarts the node host counted, none), and afterwards
+checks that no process it started is left.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ def processes_naming(text: str) -> list[int]:
     return found
 
 
+def section(out: str, first: str, then: str) -> str:
+    """The output from the step whose heading starts with ``first`` to the one of ``then``."""
+    start = out.index(f"\n{first}")
+    return out[start : out.index(f"\n{then}", start)]
+
+
 def summary_rows(out: str) -> dict[str, str]:
     summary = out.rpartition("\nsummary\n")[2]
     rows = {}
@@ -84,6 +93,32 @@ def check_story(result: subprocess.CompletedProcess[str], state: Path) -> None:
     assert "(waiting: CliqueFull)" in out
     assert "event node.fault" in out and "event node.recovered" in out
 
+    # Through the XID and the GPU reset no other node's IMEX readiness drops, and no daemon
+    # restarts (the node host's counts).
+    fault_and_reset = section(out, "3. inject XID", "5. ")
+    ready = [int(n) for n in re.findall(r"IMEX ready (\d+)/36 nodes", fault_and_reset)]
+    assert ready and min(ready) >= 35, fault_and_reset
+    assert re.search(r"IMEX ready through the fault and the reset: 3[56]/36 nodes", out), out
+    assert out.count("IMEX daemon restarts so far: 0 on 36 nodes") == 2, out
+
+    # The fabric act: the seed's rack loses its fabric, the domain's slice is stuck, moves to
+    # the other rack's clique after the 5 s grace and is Ready there; the fabric comes back.
+    fabric = section(out, "5. ", "7. ")
+    assert "computedomain.resource.nvidia.com/training-domain-1 patched" in fabric
+    assert "clique label on 18/36 nodes" in fabric
+    assert "(and the like from rack-" in fabric  # one line, not one per GPU of the rack
+    assert "| slice 0 stuck" in fabric
+    assert re.search(r"slice 0 stuck \d+\.\d s after the fabric loss", fabric), fabric
+    moved = re.search(r"slice 0 moved \d+\.\d s after the fabric loss: to clique (\S+),", fabric)
+    assert moved, fabric
+    assert re.search(
+        r"Ready again \d+\.\d s after the fabric loss \(-?\d+\.\d s past the grace\): 18 pods "
+        rf"on rack-\d, clique {re.escape(moved.group(1))}, IMEX channel \d+",
+        fabric,
+    ), fabric
+    assert re.search(r"rack-\d back in clique \S+ \d+\.\d s after its fabric returned", fabric)
+    assert re.search(r"NATS: 72 node.fault events from the 18 nodes of rack-\d", fabric), fabric
+
     # The multi-clique act: the seed deleted until its GPUs are free, then one domain over both
     # racks, its two slices shown as it becomes Ready.
     assert 'deployment.apps "llm-training" deleted' in out
@@ -122,7 +157,26 @@ def check_story(result: subprocess.CompletedProcess[str], state: Path) -> None:
     assert all(found), slices
     assert len({match.group(1) for match in found if match}) == 2, slices  # one slice per rack
     assert "slice 2" not in rows
-    assert "node.fault 1" in rows["events seen"] and "domain.membership" in rows["events seen"]
+    (faults,) = re.findall(r"node\.fault (\d+)", rows["events seen"])
+    assert int(faults) >= 1 + 18  # the XID, and the fabric of every node of a rack
+    assert "domain.membership" in rows["events seen"]
+    assert re.fullmatch(
+        r"3[56]/36 nodes at the lowest, from the XID to Ready again", rows["IMEX ready"]
+    ), rows
+    assert re.fullmatch(r"rack-\d: 18 nodes, clique [0-9a-f-]{36}\.\d+", rows["fabric lost"])
+    failover = re.fullmatch(
+        r"moved to clique ([0-9a-f-]{36}\.\d+) \(rack-\d\), channel \d+, after the 5 s grace; "
+        r"Ready there \d+\.\d s after the fabric loss \(-?\d+\.\d s past the grace\)",
+        rows["failover"],
+    )
+    assert failover, rows
+    assert failover.group(1) != rows["clique"]  # the other rack's clique
+    assert rows["fabric lost"].endswith(rows["clique"])  # the seed's own rack lost its fabric
+    assert re.fullmatch(
+        r"rack-\d back in its clique, IMEX ready, \d+\.\d s after the fabric returned",
+        rows["fabric restored"],
+    )
+    assert rows["IMEX restarts"] == "0 on 36 nodes during the story (the node host's counts)"
     assert re.match(r"[0-9a-f]{32} ", rows["trace id"])
 
     pids = [int(pid) for pid in re.findall(r"\(pid (\d+)\)", out)]

@@ -13,7 +13,7 @@ import pytest_asyncio
 from shared.cli import simctl
 from shared.crds.names import GPU_FAULT_TAINT, GPU_HEALTHY_CONDITION
 from shared.events import subjects
-from shared.events.catalog import NodeFault, NodeRecovered
+from shared.events.catalog import DomainMembershipChanged, NodeFault, NodeRecovered
 from shared.kube.models import Node
 from tests.e2e.whole_system import EventTap, WholeSystem, running_whole_system
 from tests.support.wait import wait_for
@@ -65,6 +65,7 @@ async def test_xid_79_replaces_the_pod_in_the_clique_and_the_node_recovers(
 
     faults = await EventTap().start(system.nats_url, subjects.NODE_FAULT.wildcard())
     recoveries = await EventTap().start(system.nats_url, subjects.NODE_RECOVERED.wildcard())
+    memberships = await EventTap().start(system.nats_url, subjects.DOMAIN_MEMBERSHIP.wildcard())
     try:
         await inject(system, victim, {"kind": "xid", "gpu": 1, "xid": 79})
 
@@ -84,13 +85,21 @@ async def test_xid_79_replaces_the_pod_in_the_clique_and_the_node_recovers(
 
         await wait_for(tainted, timeout=60, interval=0.2, what="NoExecute taint, GpuHealthy False")
 
-        async def degraded() -> bool:
-            domain = await system.domain(NAMESPACE, NAME)
-            condition = domain.status.condition("Degraded") if domain is not None else None
-            return condition is not None and condition.status == "True"
+        def degraded() -> DomainMembershipChanged | None:
+            return next(
+                (
+                    e
+                    for e in memberships.of_type(DomainMembershipChanged)
+                    if e.name == NAME and e.phase == "Degraded"
+                ),
+                None,
+            )
 
-        # The member's taint degrades the domain until the evicted pod's replacement runs.
-        await wait_for(degraded, timeout=60, interval=0.1, what="domain Degraded")
+        # The member's taint degrades the domain until the evicted pod's replacement runs; the
+        # replacement may be placed at once, so the membership event, which every change of
+        # phase publishes, shows it where a poll of the status could miss it.
+        seen = await wait_for(degraded, timeout=60, interval=0.1, what="domain Degraded event")
+        assert seen.reason == "NodeFault"
 
         replaced = await system.wait_running(NAMESPACE, f"app={NAME}", 4)
         after = await system.wait_domain_ready(NAMESPACE, NAME, nodes=4)
@@ -125,5 +134,6 @@ async def test_xid_79_replaces_the_pod_in_the_clique_and_the_node_recovers(
     finally:
         await faults.close()
         await recoveries.close()
+        await memberships.close()
     await system.clean_up(NAMESPACE)
     assert await system.leftovers() == []

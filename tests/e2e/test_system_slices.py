@@ -9,7 +9,10 @@ cliques (tests/e2e/four-cliques.yaml: 4 racks x 4 trays x 4 GPUs, 64 GPUs in all
 - a domain larger than the whole cluster waits with a reason and reserves nothing; one that fits
   only after another is deleted is placed then;
 - a Placement of the first release's shape, written while the allocator is stopped, is honoured
-  by the allocator that starts next.
+  by the allocator that starts next;
+- failover: a whole clique's fabric lost moves a slice to another clique within its grace and a
+  few seconds, Ready there with a channel of the new clique; with ``policy: Wait`` a domain
+  stays put.
 """
 
 from __future__ import annotations
@@ -61,14 +64,15 @@ async def system() -> AsyncIterator[WholeSystem]:
         yield running
 
 
-def domain_yaml(name: str, gang: str = "") -> str:
+def domain_yaml(name: str, gang: str = "", failover: str = "") -> str:
     gang_block = f"\n  gang:\n    {gang}" if gang else ""
+    failover_block = f"\n  failover:\n    {failover}" if failover else ""
     return f"""
 apiVersion: resource.nvidia.com/v1beta1
 kind: ComputeDomain
 metadata:
   name: {name}
-spec:{gang_block}
+spec:{gang_block}{failover_block}
   channel:
     resourceClaimTemplate:
       name: {name}-rct
@@ -439,3 +443,87 @@ async def test_a_record_of_the_first_release_is_honoured_by_the_next_allocator(
     assert {pod.spec.node_name for pod in running} == old_nodes
     await system.clean_up(namespace)
     assert await system.leftovers() == []
+
+
+FAILOVER_GRACE_S = 5
+
+
+async def lose_fabric(system: WholeSystem, nodes: list[str], *, lost: bool) -> None:
+    """Every GPU of ``nodes`` loses fabric registration (``lost``), or gets it back."""
+    for node in nodes:
+        body = {"kind": "fabric", "gpu": None, "state": "not_started"} if lost else None
+        await asyncio.to_thread(simctl.fault, system.state_dir, node, body, say=lambda _l: None)
+
+
+async def test_a_slice_whose_clique_loses_its_fabric_fails_over_and_wait_stays_put(
+    system: WholeSystem,
+) -> None:
+    namespace = "failover"
+    await system.create_namespace(namespace)
+    await apply(
+        system,
+        namespace,
+        domain_yaml("mover", "sliceSize: 4", f"graceSeconds: {FAILOVER_GRACE_S}"),
+        job_yaml("mover", pods=8, gpus=4),
+    )
+    await system.wait_running(namespace, "app=mover", 8)
+    await apply(
+        system,
+        namespace,
+        domain_yaml("waiter", failover="policy: Wait\n    graceSeconds: 0"),
+        job_yaml("waiter", pods=4, gpus=4),
+    )
+    waiter_pods = await system.wait_running(namespace, "app=waiter", 4)
+    mover = await placement_of(system, namespace, "mover")
+    waiter = await placement_of(system, namespace, "waiter")
+    lost = mover.spec.slices[1].clique
+    waited = waiter.spec.slices[0].clique
+    cliques = await system.cliques()
+    doomed = sorted(node for node, clique in cliques.items() if clique in (lost, waited))
+    old_pods = {p.metadata.uid for p in await system.pods(namespace, "app=mover")}
+
+    await lose_fabric(system, doomed, lost=True)
+
+    async def moved() -> Placement | None:
+        found = await system.placement(namespace, "mover")
+        piece = found.spec.slices[1] if found is not None else None
+        return found if piece is not None and piece.moved_from == lost else None
+
+    after = await wait_for(
+        moved, timeout=FAILOVER_GRACE_S + 60, interval=0.3, what="slice 1 failed over"
+    )
+    new = after.spec.slices[1]
+    assert new.clique not in (lost, waited, mover.spec.slices[0].clique)
+    assert after.spec.slices[0] == mover.spec.slices[0]
+    pods = await system.wait_running(namespace, "app=mover", 8)
+    await system.wait_domain_ready(namespace, "mover")
+    after = await placement_of(system, namespace, "mover")
+    cliques = await system.cliques()
+    check_slices(after, pods, cliques)
+    moved_pods = [p for p in pods if p.metadata.uid not in old_pods]
+    assert {cliques[p.spec.node_name] for p in moved_pods} == {after.spec.slices[1].clique}
+    env = await cdi_environment(system, moved_pods[0])
+    assert env["CDO_CLIQUE_ID"] == after.spec.slices[1].clique
+    assert env["CDO_IMEX_CHANNEL"] == str(after.spec.slices[1].channel)
+
+    # policy Wait (grace 0): marked stuck, and still in its clique long after the mover moved.
+    async def stuck() -> Placement | None:
+        found = await system.placement(namespace, "waiter")
+        return found if found is not None and found.spec.slices[0].waiting_since else None
+
+    stayed = await wait_for(stuck, timeout=30, interval=0.3, what="the waiter's slice stuck")
+    assert stayed.spec.slices[0].clique == waited and not stayed.spec.slices[0].moved_from
+    assert {p.metadata.uid for p in await system.pods(namespace, "app=waiter")} == {
+        p.metadata.uid for p in waiter_pods
+    }
+
+    await lose_fabric(system, doomed, lost=False)
+
+    async def whole_again() -> Placement | None:
+        found = await system.placement(namespace, "waiter")
+        return found if found is not None and not found.spec.slices[0].waiting_since else None
+
+    recovered = await wait_for(whole_again, timeout=60, interval=0.3, what="the waiter whole")
+    assert recovered.spec.slices[0].clique == waited
+    await system.wait_domain_ready(namespace, "waiter")
+    await system.clean_up(namespace)

@@ -2,6 +2,8 @@
 
 ``place(view, request)`` places what the domain asks for beyond what it holds, in this order:
 
+0. **moves** (failover): a slice the domain holds is dropped and placed again, whole, in the
+   best-scoring clique other than its own, under the same index;
 1. **targets**: a slice the domain holds that must hold more pods (a replacement, growth inside
    a fixed-size slice) grows in its own clique or not at all (``CliqueFull``,
    ``CliqueUnavailable``); a slice never moves cliques;
@@ -74,6 +76,11 @@ class _Progress:
         self.placed.append(placement)
         self._stale = True
 
+    def drop(self, slice_index: int) -> None:
+        """The slice's reservation is gone (it moves): the view forgets it."""
+        self.by_slice.pop(slice_index, None)
+        self._stale = True
+
     def next_index(self) -> int:
         return max(self.by_slice, default=-1) + 1
 
@@ -109,10 +116,35 @@ def place(view: ClusterView, request: GangRequest) -> Decision:
     if problem is not None:
         return NotPlaced(domain=request.domain, reason=Reason.INVALID_REQUEST, message=problem)
     progress = _Progress(view, request)
-    failure = _reach_targets(progress) or _extend_last(progress)
+    failure = _move_slices(progress) or _reach_targets(progress) or _extend_last(progress)
     if failure is None:
         failure = _open_new_slices(progress)
     return failure if failure is not None else progress.result()
+
+
+def _move_slices(progress: _Progress) -> NotPlaced | None:
+    request = progress.request
+    for move in sorted(request.moves, key=lambda m: m.slice_index):
+        old = progress.by_slice.get(move.slice_index)
+        if old is None:
+            return _not_placed(
+                request.domain,
+                Reason.INVALID_REQUEST,
+                f"domain {request.domain} holds no slice {move.slice_index} to move",
+            )
+        progress.drop(move.slice_index)
+        outcome = _place_new(
+            progress.view,
+            request=request,
+            slice_index=move.slice_index,
+            wanted=move.pods,
+            excluded=progress.excluded(move.slice_index),
+            skip=frozenset({old.clique}),
+        )
+        if isinstance(outcome, NotPlaced):
+            return progress.failed(outcome, move.slice_index)
+        progress.add(outcome)
+    return None
 
 
 def _reach_targets(progress: _Progress) -> NotPlaced | None:

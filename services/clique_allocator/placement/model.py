@@ -103,6 +103,8 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
       new pods as its clique has room for (automatic slicing of a gang larger than a clique).
     - ``span``: every slice spreads over exactly this many distinct nodes, and slices never
       share a node (the ComputeDomain's ``spec.gang.nodes``, shared evenly among slices).
+    - ``moves``: slices the domain holds that fail over: each one's reservation is dropped and
+      a slice of the same index and ``pods`` pods is placed in another clique (failover).
     """
 
     domain: str
@@ -112,3 +114,4 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
     slice_pods: Positive | None = None
     extend_last: bool = False
     span: Positive | None = None
+    moves: tuple[SliceTarget, ...] = ()

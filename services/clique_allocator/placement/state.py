@@ -21,6 +21,8 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     gpus: int
     free: int
     usable: bool
+    healthy: bool = True
+    """Ready, no fault (a node that is only cordoned is healthy but not usable)."""
 
 
 class Bucket(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,6 +109,7 @@ def build_clique_state(clique: Clique, reservations: Iterable[Reservation]) -> C
             gpus=node.gpus,
             free=max(0, node.gpus - reserved[node.name]),
             usable=node.usable,
+            healthy=node.healthy,
         )
         for node in ordered
     )

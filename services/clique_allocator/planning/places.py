@@ -27,6 +27,11 @@ class Places:
         found = self._state(clique, node)
         return found is not None and found.usable
 
+    def healthy(self, clique: str, node: str) -> bool:
+        """In the clique now, Ready and without a fault (cordoned or not)."""
+        found = self._state(clique, node)
+        return found is not None and found.healthy
+
     def slot(self, node: str) -> int:
         found = self._state(self._view.clique_of(node), node)
         return found.slot if found is not None else self._recorded.get(node, 0)

@@ -10,11 +10,18 @@ disagree.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import msgspec
 
 from services.clique_allocator.placement import NodeShare, Reservation
-from shared.crds.placement import PlacedPod, PlacementSlice, PlacementSpec, SliceMember
+from shared.crds.placement import (
+    PlacedPod,
+    PlacementSlice,
+    PlacementSpec,
+    PodRef,
+    SliceMember,
+)
 from shared.kube.models import Pod
 
 
@@ -41,6 +48,10 @@ class SliceHold(msgspec.Struct, frozen=True, kw_only=True):
     """Pod slots held per node (pinned or free)."""
     seats: Mapping[str, Seat] = msgspec.field(default_factory=dict)
     """Pinned pods by name."""
+    waiting_since: datetime | None = None
+    """Since when the slice cannot be made whole in its clique (``planning/failover.py``)."""
+    moved_from: str = ""
+    moved_at: datetime | None = None
 
     @property
     def end_rank(self) -> int:
@@ -78,6 +89,9 @@ def holds_of(spec: PlacementSpec) -> list[SliceHold]:
                 for member in piece.members
                 for pod in member.pods
             },
+            waiting_since=piece.waiting_since,
+            moved_from=piece.moved_from,
+            moved_at=piece.moved_at,
         )
         for piece in sorted(spec.all_slices, key=lambda p: p.index)
     ]
@@ -109,12 +123,14 @@ def record_of(
     size: int,
     slice_size: int | None,
     node_slots: Mapping[str, int],
+    evicting: Sequence[PodRef] = (),
 ) -> PlacementSpec:
     """The Placement spec for ``holds``; ``node_slots`` gives each node's IMEX slot."""
     return PlacementSpec(
         gpus_per_pod=gpus_per_pod,
         size=size,
         slice_size=slice_size,
+        evicting=tuple(sorted(evicting, key=lambda ref: (ref.name, ref.uid))),
         slices=tuple(
             _slice_record(hold, gpus_per_pod=gpus_per_pod, node_slots=node_slots)
             for hold in sorted(holds, key=lambda h: h.index)
@@ -145,5 +161,8 @@ def _slice_record(
         channel=hold.channel,
         first_rank=hold.first_rank,
         size=hold.size,
+        waiting_since=hold.waiting_since,
+        moved_from=hold.moved_from,
+        moved_at=hold.moved_at,
         members=tuple(members),
     )

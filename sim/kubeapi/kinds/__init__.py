@@ -85,7 +85,7 @@ def register_builtins(registry: Registry) -> None:
             pod,
             short=("po",),
             categories=("all",),
-            extra_subresources=("binding",),
+            extra_subresources=("binding", "eviction"),
         ),
         _rt("", "v1", "configmaps", "ConfigMap", core.ConfigMapStrategy(), short=("cm",)),
         _rt("", "v1", "secrets", "Secret", core.SecretStrategy()),

@@ -1,7 +1,8 @@
 """``policy/v1`` PodDisruptionBudget: budget fields, selector, status counters.
 
 The disruption controller that fills the status is not emulated; clients (or tests) write
-``/status`` themselves. There is no eviction subresource, so budgets restrict nothing here.
+``/status`` themselves. The eviction subresource (:mod:`sim.kubeapi.eviction`) reads
+``status.disruptionsAllowed`` and lowers it by one for each eviction it lets through.
 """
 
 from __future__ import annotations

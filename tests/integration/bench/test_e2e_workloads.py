@@ -1,8 +1,9 @@
 """The end-to-end benchmark's scenarios: the seed scenario is the shipped example, every scenario
-fits the benchmark's cluster the way it claims to, the slice check accepts the expected
-Placement and names what is wrong with others, and the manifests as the benchmark writes them
-are accepted by ``kubectl apply`` against the API emulator with cdo's CRDs installed (schema and
-CEL rules included)."""
+fits the benchmark's cluster the way it claims to (the failover domain in one clique, with room
+for it in another), the slice check accepts the expected Placement and names what is wrong with
+others, the failover and fault checks read what they should, the report carries every RESULT
+key, and the manifests as the benchmark writes them are accepted by ``kubectl apply`` against
+the API emulator with cdo's CRDs installed (schema and CEL rules included)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ import msgspec
 import pytest
 import yaml
 
-from bench._e2e_fault import Recovery
-from bench._e2e_probe import slice_problems
+from bench._e2e_failover import Failover, clique_whole, failed_over
+from bench._e2e_fault import Recovery, split_restarts
+from bench._e2e_probe import Look, NodeLook, slice_problems
 from bench._e2e_workloads import (
+    FAILOVER_GRACE_S,
     JOB_COMPLETION_INDEX,
     Manifest,
     Scenario,
     compute_domain,
+    failover_target,
     fault_target,
     gpu72,
     namespace_manifest,
@@ -31,7 +35,17 @@ from bench._e2e_workloads import (
     slices,
     whole_cluster,
 )
-from bench.e2e import ROLES, SIZES, Samples, report, scenarios
+from bench.e2e import (
+    HEALTH_TIMINGS,
+    ROLES,
+    SIZES,
+    FailoverResults,
+    FaultResults,
+    Samples,
+    bench_health_timings,
+    report,
+    scenarios,
+)
 from shared.crds import (
     COMPUTE_DOMAINS,
     ComputeDomain,
@@ -48,7 +62,7 @@ from sim.topology import load_topology
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "deploy" / "examples"
 KUBECTL = Path(sys.executable).parent / "kubectl"
-SCENARIOS = [seed(), gpu72(), slices(), whole_cluster(), fault_target()]
+SCENARIOS = [seed(), gpu72(), slices(), whole_cluster(), fault_target(), failover_target()]
 
 
 def without_namespace(manifest: Manifest) -> Manifest:
@@ -115,7 +129,7 @@ def test_every_scenario_fits_the_cluster_and_the_slices_land_a_clique_each(size:
     clique_gpus = [sum(len(node.gpus) for node in nodes) for nodes in cliques.values()]
     assert len(clique_gpus) == chosen.cliques
     built = scenarios(chosen)
-    assert set(built) | {"fault"} == set(ROLES)
+    assert set(built) | {"fault", "failover"} == set(ROLES)
 
     sliced = built["slices"]
     assert sliced.slice_sizes == (64,) * chosen.cliques
@@ -128,9 +142,11 @@ def test_every_scenario_fits_the_cluster_and_the_slices_land_a_clique_each(size:
     # The fewest slices that fit: one per clique, each filling its clique's GPUs.
     assert [size * whole.gpus_per_pod for size in whole.slice_sizes] == clique_gpus
 
-    for single in (built["seed"], built["gpu72"], fault_target()):
+    for single in (built["seed"], built["gpu72"], fault_target(), failover_target()):
         assert single.gpus <= max(clique_gpus)
         assert not single.slice_sizes
+    # The failover domain fits any clique: when its own loses its fabric, another has room.
+    assert failover_target().gpus <= min(clique_gpus)
 
 
 def test_the_full_size_is_the_issues_256_pods_and_the_whole_288_gpus() -> None:
@@ -150,26 +166,150 @@ def test_the_full_size_is_the_issues_256_pods_and_the_whole_288_gpus() -> None:
 
 def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None:
     built = scenarios(SIZES["full"])
+    faults = FaultResults(
+        recoveries=[Recovery(node="n", replacement_node="m", degraded_s=0.5, recovered_s=0.8)],
+        restarts={"n": 1, "m": 0, "o": 0},
+        faulted={"n"},
+    )
+    failover = FailoverResults(
+        failovers=[
+            Failover(lost_clique="a.1", new_clique="b.1", nodes=18, ready_s=7.5, grace_s=5),
+            Failover(lost_clique="b.1", new_clique="a.1", nodes=18, ready_s=6.9, grace_s=5),
+        ],
+        restarts={"n": 0, "m": 0},
+    )
     lines = report(
         [
             Samples(built["seed"], [2.5, 1.9, 2.1]),
             Samples(built["slices"], [9.0, 120.0], timeouts=1),
             Samples(built["whole"], [4.0, 6.0, 5.0]),
         ],
-        [Recovery(node="n", replacement_node="m", degraded_s=0.5, recovered_s=0.8)],
+        faults,
         nodes=72,
         bringup_s=48,
+        failover=failover,
+        health=HEALTH_TIMINGS,
     )
     assert lines[-1] == (
         "RESULT seed_p50_s=2.10 gpu72_p50_s=0.00 slices256_p50_s=64.50 "
-        "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 anchor_256_s=480"
+        "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 imex_restarts=0 "
+        "imex_restarts_faulted_nodes=1 failover_s=2.20 failover_grace_s=5 "
+        "failover_imex_restarts=0 anchor_256_s=480"
     )
+    assert lines[1] == (
+        "health monitors: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
+        "CDO_HEALTH_BREAKER_WINDOW_S=5"
+    )
+    (failover_row,) = [line for line in lines if line.startswith("failover: fabric lost")]
+    assert "2.20" in failover_row and "< 5 s" in failover_row
+    assert "target failover < 5 s: met (p50 2.20 s beyond the 5 s grace)" in lines
+    assert (
+        "IMEX daemon restarts during the fault scenario (node host's counts): 0 on the 2 other "
+        "nodes, 1 on the faulted node"
+    ) in lines
     assert any(">=64.50" in line and "~480 s" in line for line in lines)
     assert "target seed < 3 s: met (p50 2.10 s)" in lines
     assert "target slices256 < 10 s: MISSED (p50 64.50 s)" in lines
     assert "target whole_cluster < 10 s: met (p50 5.00 s)" in lines
     (whole_row,) = [line for line in lines if line.startswith("(d)")]
     assert "5.00" in whole_row and "< 10 s" in whole_row
+
+
+def test_without_fault_or_failover_runs_the_result_keys_stay() -> None:
+    lines = report([], FaultResults(), nodes=36, bringup_s=7)
+    assert lines[-1] == (
+        "RESULT seed_p50_s=0.00 gpu72_p50_s=0.00 slices256_p50_s=0.00 whole_cluster_p50_s=0.00 "
+        "fault_recovered_s=0.00 imex_restarts=0 imex_restarts_faulted_nodes=0 failover_s=0.00 "
+        "failover_grace_s=5 failover_imex_restarts=0 anchor_256_s=480"
+    )
+    assert not [line for line in lines if line.startswith(("failover", "target failover"))]
+
+
+def test_a_timed_out_failover_counts_as_the_timeout_and_is_marked() -> None:
+    timed_out = Failover.timed_out(60, FAILOVER_GRACE_S)
+    assert (timed_out.finished, timed_out.failover_s) == (False, 55)
+    lines = report(
+        [],
+        FaultResults(),
+        nodes=36,
+        bringup_s=7,
+        failover=FailoverResults(failovers=[timed_out]),
+    )
+    assert any(line.startswith("failover: fabric lost") and ">=55.00" in line for line in lines)
+    assert "target failover < 5 s: MISSED (p50 55.00 s beyond the 5 s grace)" in lines
+
+
+def test_the_bench_shortens_the_health_timings_unless_told_otherwise() -> None:
+    environ = {"CDO_HEALTH_BREAKER_WINDOW_S": "60"}
+    chosen = bench_health_timings(environ)
+    assert chosen == {**HEALTH_TIMINGS, "CDO_HEALTH_BREAKER_WINDOW_S": "60"}
+    assert environ == chosen  # what the node host inherits
+    assert float(HEALTH_TIMINGS["CDO_HEALTH_BREAKER_WINDOW_S"]) < float(
+        HEALTH_TIMINGS["CDO_HEALTH_XID_LATCH_S"]
+    ) + float(HEALTH_TIMINGS["CDO_HEALTH_HOLD_DOWN_S"])  # a healed node no longer counts
+
+
+def test_restarts_split_into_the_faulted_nodes_and_the_others() -> None:
+    assert split_restarts({"a": 0, "b": 2, "c": 1}, {"b"}) == (1, 2)
+    assert split_restarts({}, set()) == (0, 0)
+
+
+# -- the failover check ---------------------------------------------------------------------
+
+
+def failover_domain(*, clique: str, status: str = "Ready", members: int = 9) -> ComputeDomain:
+    return msgspec.convert(
+        {
+            "metadata": {"name": "failover-domain", "namespace": "e2e-failover"},
+            "spec": {"channel": {"resourceClaimTemplate": {"name": "failover-domain-rct"}}},
+            "status": {
+                "status": status,
+                "clique": clique,
+                "nodes": [
+                    {"name": f"{clique}-n{i}", "cliqueID": clique, "status": "Ready"}
+                    for i in range(members)
+                ],
+            },
+        },
+        ComputeDomain,
+    )
+
+
+def failover_look(domain: ComputeDomain, *, on: str, pods: int = 9) -> Look:
+    return Look(
+        domains={domain.metadata.name: domain},
+        pods=[indexed_pod(i, f"{on}-n{i}", name=f"p{i}") for i in range(pods)],
+        terminating=0,
+    )
+
+
+def test_failed_over_once_ready_in_another_clique_with_every_pod_on_its_members() -> None:
+    scenario = failover_target()
+    assert failed_over(failover_look(failover_domain(clique="b.1"), on="b.1"), scenario, "a.1") == (
+        "b.1"
+    )
+    not_yet = [
+        failover_look(failover_domain(clique="a.1"), on="a.1"),  # still in the lost clique
+        failover_look(failover_domain(clique="b.1", status="NotReady"), on="b.1"),
+        failover_look(failover_domain(clique="b.1"), on="b.1", pods=8),
+        failover_look(failover_domain(clique="b.1"), on="a.1"),  # pods elsewhere
+        failover_look(failover_domain(clique=""), on="b.1"),
+    ]
+    assert [failed_over(seen, scenario, "a.1") for seen in not_yet] == [None] * len(not_yet)
+
+
+def test_a_clique_is_whole_again_with_every_node_labelled_and_imex_ready() -> None:
+    nodes = {
+        "n1": NodeLook(clique="a.1", tainted=False, imex_ready=True),
+        "n2": NodeLook(clique="a.1", tainted=False, imex_ready=True),
+        "n3": NodeLook(clique="", tainted=True, imex_ready=False),
+    }
+    assert clique_whole(nodes, ["n1", "n2"], "a.1")
+    assert not clique_whole(nodes, ["n1", "n3"], "a.1")
+    assert not clique_whole(nodes, ["n1", "gone"], "a.1")
+    assert not clique_whole(
+        {**nodes, "n2": NodeLook("a.1", False, imex_ready=False)}, ["n2"], "a.1"
+    )
 
 
 # -- the slice check ------------------------------------------------------------------------
@@ -328,8 +468,13 @@ async def test_kubectl_apply_accepts_every_scenario_as_the_bench_writes_it(
     (sliced,) = stored["slices256"]
     assert sliced.spec.gang is not None
     assert (sliced.spec.gang.size, sliced.spec.gang.slice_size) == (None, 64)
-    (whole,) = stored["whole_cluster"]
-    assert whole.spec.gang is None
+    (whole_domain,) = stored["whole_cluster"]
+    assert whole_domain.spec.gang is None
+    (mover,) = stored["failover"]
+    assert (mover.spec.failover.policy, mover.spec.failover.grace_seconds) == (
+        "Move",
+        FAILOVER_GRACE_S,
+    )
 
 
 async def test_the_crd_schema_is_enforced_on_what_the_builders_could_get_wrong(

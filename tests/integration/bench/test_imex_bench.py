@@ -17,6 +17,8 @@ RESULT_KEYS = (
     "new_domain_ready_max_ms",
     "new_domain_under_1s",
     "daemon_restarts",
+    "churn_leave_rejoin_s",
+    "churn_readdress_s",
 )
 
 
@@ -33,3 +35,4 @@ def test_the_imex_bench_prepares_every_claim_and_prints_its_result_line() -> Non
     fields = dict(item.split("=", 1) for item in result.split()[1:])
     assert tuple(fields) == RESULT_KEYS
     assert (fields["nodes"], fields["claims"]) == ("3", "6")
+    assert fields["daemon_restarts"] == "0"  # bring-up and churn restart no daemon

@@ -43,6 +43,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (DRA, "resourceclaimtemplates", "get list watch"),
         (CORE, "pods", "list watch patch"),
         (CORE, "pods/status", "patch"),
+        (CORE, "pods/eviction", "create"),
         (CORE, "nodes", "list watch"),
         (APPS, "replicasets", "list watch"),
         (APPS, "statefulsets", "list watch"),

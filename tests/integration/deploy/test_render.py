@@ -53,10 +53,25 @@ COMBINATIONS = {
 }
 
 
+IMEX_DAEMON = "imex-daemon"
+"""The IMEX agent pod's second container: the launcher and the node's nvidia-imex."""
+
+
 def container(workload: Manifest) -> dict[str, Any]:
+    """The workload's main container (the IMEX agent's pod also has ``imex-daemon``)."""
     containers: list[dict[str, Any]] = workload["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1
+    names = [c["name"] for c in containers]
+    if IMEX_DAEMON in names:
+        assert names == ["imex-agent", IMEX_DAEMON]
+    else:
+        assert len(containers) == 1
     return containers[0]
+
+
+def daemon_container(workload: Manifest) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = workload["spec"]["template"]["spec"]["containers"]
+    (found,) = [c for c in containers if c["name"] == IMEX_DAEMON]
+    return found
 
 
 def pod_spec(workload: Manifest) -> dict[str, Any]:
@@ -257,6 +272,42 @@ def test_host_paths_are_only_what_the_agent_needs(
     assert env["CDO_IMEX_AGENT_DRA_KUBELET_ROOT"]["value"] == "/var/lib/kubelet"
     assert env["CDO_IMEX_AGENT_DRA_CDI_ROOT"]["value"] in AGENT_HOST_PATHS.values()
     assert env["CDO_IMEX_AGENT_DRA_DEVICE_ROOT"]["value"] in AGENT_HOST_PATHS.values()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_imex_daemon_outlives_the_agents_container(
+    overlays: dict[str, list[Manifest]], overlay: str
+) -> None:
+    """docs/deploy.md: the daemon in a container of its own, one process namespace, one config
+    directory that lives as long as the pod, no rollout that replaces pods."""
+    agent = service_workloads(overlays[overlay])["imex-agent"]
+    pod = pod_spec(agent)
+    assert pod["shareProcessNamespace"] is True
+    assert agent["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    main, daemon = container(agent), daemon_container(agent)
+    assert daemon["command"] == ["python", "-m", "services.imex_agent.launcher"]
+    assert daemon["image"] == main["image"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    config = "/var/run/cdo-imex"
+    for each in (main, daemon):
+        env = {item["name"]: item.get("value") for item in each["env"]}
+        assert env["CDO_IMEX_AGENT_IMEX_CONFIG_DIR"] == config
+        assert env["CDO_IMEX_AGENT_IMEX_LAUNCHER_SOCKET"] == f"{config}/launcher.sock"
+        mounts = {m["mountPath"]: m["name"] for m in each["volumeMounts"]}
+        assert "emptyDir" in volumes[mounts[config]], "as long as the pod, not the container"
+        for key in ("cpu", "memory"):
+            assert key in each["resources"]["requests"] and key in each["resources"]["limits"]
+    context = daemon["securityContext"]
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    assert "privileged" not in context
+    env = {item["name"]: item.get("value") for item in daemon["env"]}
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    tls_dir = env_of(agent).get("CDO_IMEX_AGENT_IMEX_TLS_DIR")
+    if tls_dir is not None:  # the daemon reads the certificates config.cfg names
+        mounts = {m["mountPath"]: m["name"] for m in daemon["volumeMounts"]}
+        assert volumes[mounts[tls_dir["value"]]]["secret"]["secretName"] == "cdo-imex-tls"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import msgspec
+
+from services.health_monitor.settings import BreakerSettings
 from shared.crds.names import GPU_FAULT_TAINT, GPU_HEALTHY_CONDITION
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -29,7 +32,10 @@ async def taint_keys(h: Harness) -> list[str]:
 async def test_a_conflicting_taint_write_is_read_again_and_retried(
     start_monitor: MonitorFactory, emulator: KubeServer
 ) -> None:
-    async with start_monitor() as h:
+    # Without the circuit breaker, whose claim (an annotation, not a conditional write) would
+    # be the first patch to fail.
+    settings = msgspec.structs.replace(FAST, breaker=BreakerSettings(enabled=False))
+    async with start_monitor(settings=settings) as h:
         await h.settled()
         emulator.faults.fail_next(2, code=409, verbs=["patch"], resource="nodes")
         h.sim.set_gpu_lost(0)

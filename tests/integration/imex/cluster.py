@@ -74,6 +74,8 @@ class ProcessCluster:
         self.nodes = [Node(root, index, f"{self.subnet}.{index + 1}") for index in range(size)]
         self.nodes_file = root / "nodes_config.cfg"
         self.write_nodes_file(self.nodes_file, [node.address for node in self.nodes])
+        self.hosts_file: Path | None = None
+        """A hosts file the daemons and the ctl resolve names through (``--hosts-file``)."""
         for node in self.nodes:
             self.write_config(node)
 
@@ -102,11 +104,21 @@ class ProcessCluster:
         body = "".join(f"{key}={value}\n" for key, value in settings.items())
         node.config.write_text("# simulated node\n" + body)
 
+    def _hosts_args(self) -> list[str]:
+        return ["--hosts-file", str(self.hosts_file)] if self.hosts_file is not None else []
+
     def start(self, *nodes: Node) -> None:
         for node in nodes or tuple(self.nodes):
             with node.stderr.open("wb") as stderr:
                 node.process = subprocess.Popen(
-                    [sys.executable, "-m", "sim.imex.daemon", "-c", str(node.config)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "sim.imex.daemon",
+                        "-c",
+                        str(node.config),
+                        *self._hosts_args(),
+                    ],
                     cwd=REPO_ROOT,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
@@ -114,7 +126,7 @@ class ProcessCluster:
                 )
 
     def ctl(self, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_ctl("-c", str(node.config), *args)
+        return run_ctl("-c", str(node.config), *self._hosts_args(), *args)
 
     def domain(self, node: Node) -> dict[str, Any]:
         """The ``-N -j`` document as ``node``'s ctl prints it."""

@@ -145,33 +145,76 @@ def test_a_daemon_with_another_node_map_is_refused(make_cluster: MakeCluster) ->
     assert "refused this node" in odd.log_text()
 
 
-def test_sigusr1_applies_a_changed_node_map_without_a_restart(make_cluster: MakeCluster) -> None:
-    cluster = make_cluster(3)
-    first, second, newcomer = cluster.nodes
-    # The first two start as a two-node domain; the newcomer already lists all three.
-    cluster.write_nodes_file(cluster.nodes_file, [first.address, second.address])
-    full_map = cluster.root / "full_nodes_config.cfg"
-    cluster.write_nodes_file(full_map, [node.address for node in cluster.nodes])
-    cluster.write_config(newcomer, nodes_file=full_map)
-    cluster.start()
-    wait_domain(cluster, 0, "UP")
+SENTINEL = "127.255.255.254"
+
+
+def test_a_static_map_of_names_follows_the_hosts_file_without_restarts(
+    make_cluster: MakeCluster,
+) -> None:
+    """Four slots by name, two held at first: an empty slot (at the sentinel) is a peer that
+    is down, a name that starts resolving is picked up without a signal, a slot re-pointed at a
+    replacement is reached without restarting anyone, and SIGUSR1 never re-reads the map."""
+    cluster = make_cluster(4)
+    first, second, third, replacement = cluster.nodes
+    names = [f"slot-{index}" for index in range(4)]
+    cluster.write_nodes_file(cluster.nodes_file, names)
+    hosts = cluster.root / "hosts"
+    cluster.hosts_file = hosts
+
+    def point(slots: list[str]) -> None:
+        hosts.write_text(
+            "".join(f"{address} {name}\n" for name, address in zip(names, slots, strict=True))
+        )
+
+    point([first.address, second.address, SENTINEL, SENTINEL])
+    cluster.start(first, second)
     wait_for_sync(
-        lambda: cells(cluster.domain(newcomer), 2)[0] == "NEVER_CONNECTED", what="refusal"
+        lambda: cells(cluster.domain(first), 0)[:2] == ["CONNECTED"] * 2, what="connected"
     )
+    document = cluster.domain(first)
+    assert document["status"] == "DEGRADED", "IMEX itself counts empty slots as down nodes"
+    assert [document["nodes"][str(i)]["status"] for i in (2, 3)] == ["UNAVAILABLE"] * 2
+    assert cells(document, 0)[2:] == ["NEVER_CONNECTED"] * 2
     pids = [first.pid, second.pid]
 
-    cluster.write_nodes_file(cluster.nodes_file, [node.address for node in cluster.nodes])
-    first.signal(signal.SIGUSR1)
-    second.signal(signal.SIGUSR1)
+    # A node joins slot 2: only the hosts file changes, no signal.
+    point([first.address, second.address, third.address, SENTINEL])
+    cluster.start(third)
 
-    document = wait_domain(cluster, 0, "UP")
-    assert len(document["nodes"]) == 3
-    for row in range(3):
-        assert cells(document, row) == ["CONNECTED"] * 3
-    assert [first.pid, second.pid] == pids
-    assert first.process is not None
-    assert first.process.poll() is None
-    assert "node map changed" in first.log_text()
+    def joined() -> bool:
+        document = cluster.domain(first)
+        return all(cells(document, row)[:3] == ["CONNECTED"] * 3 for row in range(3))
+
+    wait_for_sync(joined, timeout=15, what="slot 2 picked up by the reconnect loops")
+    pids.append(third.pid)
+
+    # Slot 1's node dies and comes back elsewhere: its name is re-pointed, nobody restarts.
+    second.signal(signal.SIGKILL)
+    assert second.process is not None
+    second.process.wait(timeout=10)
+    point([first.address, replacement.address, third.address, SENTINEL])
+    cluster.start(replacement)
+
+    def replaced() -> bool:
+        document = cluster.domain(first)
+        rows = [document["nodes"][str(row)] for row in range(3)]
+        return rows[1]["host"] == replacement.address and all(
+            cells(document, row)[:3] == ["CONNECTED"] * 3 for row in range(3)
+        )
+
+    wait_for_sync(replaced, timeout=15, what="slot 1 reached at its new address")
+    assert [first.pid, third.pid] == [pids[0], pids[2]]
+    assert first.process is not None and first.process.poll() is None
+
+    # SIGUSR1 restarts connections; a map changed on disk is reported, not applied.
+    cluster.write_nodes_file(cluster.nodes_file, names[:3])
+    first.signal(signal.SIGUSR1)
+    wait_for_sync(lambda: "changed on disk" in first.log_text(), what="map change reported")
+    status = cluster.status(first)
+    assert status is not None
+    assert len(status.connections) == 4, "still the map it started with"
+    wait_for_sync(joined, timeout=15, what="connected again after SIGUSR1")
+    assert first.pid == pids[0]
 
     # A second SIGUSR1 within 5 s is ignored, as the real daemon documents.
     first.signal(signal.SIGUSR1)

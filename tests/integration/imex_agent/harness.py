@@ -9,6 +9,11 @@ monitor's clique label, the allocator's Placement, the scheduler's claim allocat
 kubelet's plugin calls (through shared.kubeletapi's PluginWatcher). A claim is made for a pod
 that the test seats in the domain's Placement first (:func:`seat_pod`), as the allocator does
 before it pins the pod.
+
+A node's ``ctl_in_process`` keeps its daemon a real process but asks it what
+``nvidia-imex-ctl`` would print from this process (:class:`ProcessDaemonImex`): a Python start
+per poll of 18 agents would not fit a small machine. Every daemon an agent starts is recorded
+(``SimNode.started_pids``), so tests count restarts by pid as well as by the agents' counters.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from services.imex_agent import AgentSettings, CommandImex, ImexAgent
+from services.imex_agent import AgentSettings, CommandImex, ImexAgent, ImexProcess
+from services.imex_agent.preflight import DaemonRecord
+from services.imex_agent.report import UNAVAILABLE, DomainReport, parse_domain_report
 from services.imex_agent.settings import ENV_PREFIX, DraSettings, ImexSettings
 from shared.bus import EventBus
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
@@ -39,6 +46,16 @@ from shared.kubeletapi import Claim, DraPluginClient, PluginWatcher
 from shared.metrics import Metrics
 from shared.nvml import Nvml, PynvmlNvml
 from shared.settings import env_name
+from sim.imex import (
+    CommandError,
+    ImexConfigError,
+    Resolver,
+    load_config,
+    local_endpoint,
+    query_domain,
+    query_status,
+    render_json,
+)
 from sim.nvml import SimulatedNvml, bound_context
 from sim.topology import Cluster, Node, parse_topology
 from tests.integration.imex.cluster import free_port
@@ -85,15 +102,63 @@ def fast_imex(**overrides: Any) -> dict[str, Any]:
         "restart_backoff_initial_s": 0.3,
         "restart_backoff_max_s": 2.0,
         "stop_timeout_s": 5.0,
-        "map_settle_s": 1.0,
         "reload_min_interval_s": 0.5,
         "poll_interval_s": 2.0,
         "fast_poll_interval_s": 0.3,
         "fast_poll_window_s": 3.0,
         "clique_refresh_s": 0.5,
+        # A test stops a node by stopping its agent: its daemon goes too. The tests of an agent
+        # that leaves its daemon to the next one (test_adopt.py) turn this off.
+        "stop_on_exit": True,
     }
     values.update(overrides)
     return values
+
+
+class ProcessDaemonImex(CommandImex):
+    """The daemon as a child process, as in production; the ctl's questions asked in process.
+
+    ``query_state`` and ``query_domain`` give what ``python -m sim.imex.ctl -q`` / ``-N -j``
+    print, through the same client functions, without starting a Python process per poll.
+    """
+
+    def __init__(self, *, daemon_argv: Sequence[str], hosts_file: Path) -> None:
+        super().__init__(daemon_argv=daemon_argv, ctl_argv=("nvidia-imex-ctl",))
+        self._resolver = Resolver(hosts_file, system=False)
+
+    async def query_state(self, config: Path) -> str:
+        try:
+            status = await query_status(local_endpoint(load_config(config)))
+        except (CommandError, ImexConfigError):
+            return UNAVAILABLE
+        return status.state.value
+
+    async def query_domain(self, config: Path) -> DomainReport:
+        view = await query_domain(load_config(config), resolver=self._resolver)
+        return parse_domain_report(render_json(view))
+
+
+class RecordingStarts:
+    """An ``Imex`` handle that records the pid of every daemon it starts."""
+
+    def __init__(self, inner: CommandImex, pids: list[int]) -> None:
+        self._inner = inner
+        self._pids = pids
+
+    async def start(self, config: Path, *, output: Path) -> ImexProcess:
+        process = await self._inner.start(config, output=output)
+        if process.pid is not None:
+            self._pids.append(process.pid)
+        return process
+
+    def adopt(self, record: DaemonRecord, *, config: Path) -> ImexProcess:
+        return self._inner.adopt(record, config=config)
+
+    async def query_state(self, config: Path) -> str:
+        return await self._inner.query_state(config)
+
+    async def query_domain(self, config: Path) -> DomainReport:
+        return await self._inner.query_domain(config)
 
 
 class SimNode:
@@ -113,6 +178,9 @@ class SimNode:
         self.imex_overrides: dict[str, Any] = {}
         self.dra_overrides: dict[str, Any] = {}
         self.daemon_extra: str = f"--sigusr1-interval {0.5}"
+        self.ctl_in_process = False
+        self.started_pids: list[int] = []
+        """The pid of every daemon this node's agents started, in order."""
 
     @property
     def hosts_file(self) -> Path:
@@ -232,13 +300,17 @@ class ImexCluster:
 
     async def start(self, node: SimNode, *, with_bus: bool = True) -> ImexAgent:
         node.bus = await self.bus_factory(f"agent-{node.name}") if with_bus else None
+        node.metrics = Metrics()  # a new agent process, a new registry
+        imex_settings = node.settings().imex
+        programs = (
+            ProcessDaemonImex(daemon_argv=imex_settings.daemon_argv, hosts_file=node.hosts_file)
+            if node.ctl_in_process
+            else CommandImex(daemon_argv=imex_settings.daemon_argv, ctl_argv=imex_settings.ctl_argv)
+        )
         agent = ImexAgent(
             settings=node.settings(),
             nvml=node.nvml_handle or PynvmlNvml(),
-            imex=CommandImex(
-                daemon_argv=node.settings().imex.daemon_argv,
-                ctl_argv=node.settings().imex.ctl_argv,
-            ),
+            imex=RecordingStarts(programs, node.started_pids),
             client=self.client,
             bus=node.bus,
             metrics=node.metrics,
@@ -431,8 +503,17 @@ def _seated_in_slice(spec: PlacementSpec, *, clique: str, pod: str, node: str) -
     slices = [*spec.slices[:position], grown, *spec.slices[position + 1 :]]
     return {
         "size": sum(each.size for each in slices),
-        "slices": [msgspec.to_builtins(each) for each in slices],
+        "slices": [_without_nulls(msgspec.to_builtins(each)) for each in slices],
     }
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` with the unset (None) members of its objects left out, as the allocator writes."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def _seated_in_legacy(spec: PlacementSpec, *, pod: str, node: str) -> dict[str, Any]:
@@ -446,7 +527,7 @@ def _seated_in_legacy(spec: PlacementSpec, *, pod: str, node: str) -> dict[str, 
     members = _with_member(spec.members, node, add)
     return {
         "size": sum(len(member.pods) for member in members),
-        "members": [msgspec.to_builtins(member) for member in members],
+        "members": [_without_nulls(msgspec.to_builtins(member)) for member in members],
     }
 
 

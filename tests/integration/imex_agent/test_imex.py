@@ -17,7 +17,7 @@ import pytest
 
 from services.imex_agent import ImexAgent
 from services.imex_agent.hostsfile import parse_block
-from services.imex_agent.roster import slot_hostname
+from services.imex_agent.roster import slot_hostname, slot_hostnames
 from shared.events import Event, NodeImexState
 from shared.nvml import PlatformInfo, PynvmlNvml
 from tests.conftest import BusFactory
@@ -89,12 +89,11 @@ async def test_three_nodes_render_the_same_map_and_reach_domain_up(
     assert len(maps) == 1, "every member renders byte-identical nodes_config.cfg"
     clique = nodes[0].topology.clique
     entries = [line for line in maps.pop().splitlines() if not line.startswith("#")]
-    assert entries == [slot_hostname(clique, node.topology.tray_index) for node in nodes]
+    assert entries == list(slot_hostnames(clique, 18)), "every slot of the rack, held or not"
+    held = {slot_hostname(clique, other.topology.tray_index): other.address for other in nodes}
     for node in nodes:
         hosts = parse_block(node.hosts_file.read_text())
-        assert hosts == {
-            slot_hostname(clique, other.topology.tray_index): other.address for other in nodes
-        }
+        assert hosts == {name: held.get(name, "127.255.255.254") for name in entries}
 
     async def conditions_true() -> bool:
         return all([await cluster.condition(n.name) == ("True", "ImexReady") for n in nodes])
@@ -204,20 +203,27 @@ async def test_node_replaced_in_its_slot_is_picked_up_without_restarting_peers(
         assert hosts[slot_hostname(clique, 2)] == newcomer.address
 
 
-async def test_a_node_that_joins_the_clique_grows_the_map_everywhere(
+async def test_a_node_that_joins_the_clique_is_picked_up_without_a_restart(
     cluster: ImexCluster,
 ) -> None:
     nodes = rack(cluster)
     first, late = nodes[:2], nodes[2]
     await start_all(cluster, first)
     await all_up(cluster, first)
-    before = [agent(node).controller.restarts for node in first]
+    maps = {node.nodes_config() for node in first}
     await cluster.register(late)
     await cluster.start(late)
     await all_up(cluster, nodes)
-    assert len({node.nodes_config() for node in nodes}) == 1
-    # The map grew, and IMEX reads it only at start: one restart each, after the settle time.
-    assert [agent(node).controller.restarts for node in first] == [n + 1 for n in before]
+    # The map lists every slot from the start: the join only re-pointed the late node's name.
+    assert {node.nodes_config() for node in nodes} == maps
+    assert [agent(node).controller.restarts for node in first] == [0, 0]
+    assert [node.started_pids for node in first] == [[pid] for pid in node_pids(first)]
+
+
+def node_pids(nodes: Sequence[SimNode]) -> list[int]:
+    pids = [agent(node).controller.pid for node in nodes]
+    assert None not in pids
+    return [pid for pid in pids if pid is not None]
 
 
 async def test_existing_imex_daemon_is_detected_reported_and_left_alone(

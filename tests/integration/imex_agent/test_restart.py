@@ -2,7 +2,9 @@
 
 The process is the service's own composition root (``python -m services.imex_agent`` through a
 launcher that binds the node's simulated NVML), configured by CDO_* variables, talking to the
-API emulator and a real nats-server, with its simulated IMEX daemon as its child process.
+API emulator and a real nats-server, with its simulated IMEX daemon as its child process. The
+restarted agent adopts the daemon the killed one left (test_adopt.py checks that in depth);
+this agent is set to stop its daemon on SIGTERM (``stop_on_exit``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 
 from services.imex_agent.binaries import is_running
 from services.imex_agent.checkpoint import CheckpointData
-from services.imex_agent.preflight import read_pid_file
+from services.imex_agent.preflight import read_record
 from shared.crds.names import DRIVER_NAME
 from shared.kube.client import KubeClient
 from shared.kubeletapi import KubeletApiError, PrepareResult
@@ -113,12 +115,14 @@ async def test_agent_killed_after_prepare_and_restarted_still_cleans_up(
             return await cluster.condition(node.name) == ("True", "ImexReady")
 
         await wait_for(imex_ready, timeout=30, what="the first agent's IMEX READY")
-        old_daemon = read_pid_file(node.imex_dir / "nvidia-imex.pid")
-        assert old_daemon is not None
+        old_record = read_record(node.imex_dir / "nvidia-imex.pid")
+        assert old_record is not None
+        old_daemon = old_record.process
+        assert old_daemon.pid is not None
 
         first.send(signal.SIGKILL)
         first.wait(10)
-        # The daemon outlives an agent killed outside a container; the next agent handles it.
+        # The daemon outlives the killed agent; the next agent adopts it.
         assert is_running(old_daemon.pid)
     finally:
         first.stop()
@@ -147,22 +151,15 @@ async def test_agent_killed_after_prepare_and_restarted_still_cleans_up(
         assert checkpoint.claims == {}
         assert checkpoint.channels == []
 
-        def replaced_daemon() -> bool:
-            record = read_pid_file(node.imex_dir / "nvidia-imex.pid")
-            return (
-                record is not None and record.pid != old_daemon.pid and not _alive(old_daemon.pid)
-            )
-
-        await wait_for(replaced_daemon, timeout=30, what="the leftover daemon replaced")
         await wait_for(imex_ready, timeout=30, what="the restarted agent's IMEX READY")
-        new_daemon = read_pid_file(node.imex_dir / "nvidia-imex.pid")
-        assert new_daemon is not None
+        assert _alive(old_daemon.pid), "adopted, not replaced"
+        record = read_record(node.imex_dir / "nvidia-imex.pid")
+        assert record is not None and record.process == old_daemon
 
         second.send(signal.SIGTERM)
         assert second.wait(20) == 0
-        await wait_for(
-            lambda: not _alive(new_daemon.pid), timeout=10, what="daemon stopped with its agent"
-        )
+        pid = old_daemon.pid
+        await wait_for(lambda: not _alive(pid), timeout=10, what="daemon stopped with its agent")
         records = second.log_records()
         assert records[-1]["message"] == "shutdown complete"
         assert records[-1]["leftover_tasks"] == 0

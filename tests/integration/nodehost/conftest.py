@@ -75,7 +75,6 @@ def fast_services() -> ServiceSettings:
         imex=services.with_imex(
             server_port=free_port(),
             cmd_port=free_port(),
-            map_settle_s=0.5,
             reload_min_interval_s=0.5,
             poll_interval_s=1.0,
             fast_poll_interval_s=0.2,

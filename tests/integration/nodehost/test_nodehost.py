@@ -139,8 +139,7 @@ async def test_power_off_stops_a_nodes_services_and_power_on_restarts_them(
     events = await collect(listener, "cdo.v1.node.*.imex")
 
     async def peer_up() -> bool:
-        # ImexReady only says the peer's own daemon runs; the first node maps may still differ
-        # (the map settles, then the daemons restart), so wait for the domain itself.
+        # ImexReady only says the peer's own daemon runs; wait for the domain itself.
         latest = [
             e
             for e in await listener.snapshots(f"v1.node.{peer}.imex")
@@ -180,3 +179,58 @@ async def test_power_off_stops_a_nodes_services_and_power_on_restarts_them(
     await wait_for(imex_ready, timeout=30, what="ImexReady again")
     assert hosted.host[victim].restarts == 0  # a power cycle is no failure
     assert not hosted.host[victim].nvml.gpus[2].lost
+
+
+async def test_a_gpu_fault_and_reset_restart_no_imex_daemon_and_readiness_never_drops(
+    hosted: Hosted, bus_factory: BusFactory
+) -> None:
+    """The demo's fault act in small: an XID and the GPU reset on one node. Nothing of it
+    reaches IMEX; no daemon of any node restarts, from the first start on (the bring-up
+    included), and no node's IMEX readiness falls once it rose."""
+    await hosted.settled()
+    listener = await bus_factory("listener")
+
+    async def every_domain_up() -> bool:
+        latest = {
+            event.node: event
+            for event in await listener.snapshots("v1.node.*.imex")
+            if isinstance(event, NodeImexState)
+        }
+        return set(latest) == set(hosted.names) and all(
+            event.domain_state == "UP" for event in latest.values()
+        )
+
+    await wait_for(every_domain_up, timeout=30, interval=0.2, what="every node's domain UP")
+    events = await collect(listener, "cdo.v1.node.*.>")
+    victim = hosted.names[1]
+
+    status, answer = await hosted.control(
+        "POST", f"/nodes/{victim}/faults", {"kind": "xid", "gpu": 0, "xid": 79}
+    )
+    assert status == 200, answer
+    await wait_for(
+        lambda: any(isinstance(e, NodeFault) and e.node == victim for e in events),
+        what="the NodeFault event",
+    )
+    status, answer = await hosted.control("DELETE", f"/nodes/{victim}/faults")  # the GPU reset
+    assert status == 200, answer
+    await wait_for(
+        lambda: any(isinstance(e, NodeRecovered) and e.node == victim for e in events),
+        timeout=20,
+        what="the NodeRecovered event",
+    )
+    await wait_for(every_domain_up, timeout=30, interval=0.2, what="every node's domain UP")
+
+    for node in hosted.host:
+        assert node.restarts == 0, f"{node.name}'s services restarted"
+        assert len(node.imex.started) == 1, f"{node.name} started {node.imex.started}"
+        assert node.agent is not None
+        assert node.agent.controller.restarts == 0
+        states = [event.daemon_state for event in node.agent.reporter.history]
+        first = states.index("READY")
+        assert set(states[first:]) == {"READY"}, f"{node.name}: {states}"
+        condition = (await hosted.node(node.name)).condition(IMEX_READY_CONDITION)
+        assert condition is not None and condition.status == "True"
+    assert not [e for e in events if isinstance(e, NodeImexState) and e.daemon_state != "READY"], (
+        "no node reported its daemon anything but READY"
+    )

@@ -119,6 +119,7 @@ def domain(
     num_nodes: int | None = None,
     slice_size: int | None = None,
     spread: int | None = None,
+    failover: dict[str, Any] | None = None,
     deleting: bool = False,
 ) -> ComputeDomain:
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
@@ -133,6 +134,8 @@ def domain(
         spec["gang"] = gang_spec
     if num_nodes is not None:
         spec["numNodes"] = num_nodes
+    if failover is not None:
+        spec["failover"] = failover
     metadata: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid}
     if deleting:
         metadata["deletionTimestamp"] = NOW.isoformat()

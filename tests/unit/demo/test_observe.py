@@ -3,6 +3,7 @@ one clique or several) and its Placement's slices."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -266,3 +267,12 @@ def test_terminating_pods_are_counted_apart_and_keep_a_workload_from_being_gone(
     assert not cluster_view([], [], domain(ready=True)).gone()
     record = placement(piece(0, CLIQUE, 0, [("n1", 0, 1)]))
     assert not cluster_view([], [], None, record).gone()
+
+
+def test_a_slices_failover_marks_are_read() -> None:
+    stuck = {**piece(0, CLIQUE, 0, [("a1", 0, 2)]), "waitingSince": "2025-01-01T00:00:05Z"}
+    moved = {**piece(1, OTHER, 2, [("b1", 0, 2)]), "movedFrom": CLIQUE}
+    first, second = slice_views(placement(stuck, moved))
+    assert first.waiting_since == datetime(2025, 1, 1, 0, 0, 5, tzinfo=UTC)
+    assert first.moved_from == ""
+    assert (second.waiting_since, second.moved_from) == (None, CLIQUE)

@@ -1,12 +1,16 @@
-"""The live lines: one compact line of the whole state, changing as the story goes; the phrase
-of a slice that the notes and the summary share."""
+"""The live lines: one compact line of the whole state (a stuck slice included), changing as the
+story goes; the phrases of a slice and a rack that the notes and the summary share."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from sim.demo.observe import CliqueView, ClusterView, DomainView, PodCounts, SliceView
 from sim.demo.progress import (
     domain_phrase,
     progress_line,
+    rack_of,
     rank_range,
     seconds,
     slice_phrase,
@@ -15,6 +19,9 @@ from sim.demo.progress import (
 )
 
 CLIQUE = "18acb9ea-5edc-5d25-b92e-9a65573d239b.1"
+OTHER = "ce39c142-0e56-575d-8cdf-26168a499808.1"
+LABELLED = {f"rack-{r}-tray{i:02d}": (CLIQUE, OTHER)[r] for r in (0, 1) for i in range(18)}
+"""Every node of the two racks with its clique label, as while nothing lost its fabric."""
 
 
 def test_a_placing_domain_reads_as_one_line() -> None:
@@ -22,6 +29,7 @@ def test_a_placing_domain_reads_as_one_line() -> None:
         pods=PodCounts(total=18, gated=0, placed=18, running=7),
         nodes=36,
         imex_ready=36,
+        cliques=LABELLED,
         domain=DomainView(phase="Placed", reason="PodsNotRunning"),
     )
     assert progress_line(view) == (
@@ -35,6 +43,7 @@ def test_a_fault_shows_the_waiting_reason_and_the_tainted_node() -> None:
         pods=PodCounts(total=18, gated=1, placed=17, running=17, waiting="CliqueFull"),
         nodes=36,
         imex_ready=35,
+        cliques=LABELLED,
         tainted={"rack-1-tray05": "NoExecute"},
         domain=DomainView(phase="Degraded", reason="MembersMissing"),
     )
@@ -100,3 +109,29 @@ def test_trace_ids_come_from_valid_traceparents_only() -> None:
     assert trace_id_of("00-" + "0" * 32 + "-00f067aa0ba902b7-01") is None
     assert trace_id_of("00-nothex" + "x" * 24 + "-00f067aa0ba902b7-01") is None
     assert trace_id_of("garbage") is None
+
+
+def test_a_stuck_slice_shows_until_it_moves() -> None:
+    since = datetime(2025, 1, 1, tzinfo=UTC)
+    stuck = SliceView(index=0, clique=CLIQUE, channel=0, first_rank=0, size=18, waiting_since=since)
+    rack_0 = {node: clique for node, clique in LABELLED.items() if node.startswith("rack-0")}
+    view = ClusterView(
+        nodes=36, imex_ready=36, cliques=rack_0, domain=DomainView(phase="Ready"),
+        slices=(stuck,),
+    )  # fmt: skip
+    # The rack that lost its fabric is out of its clique; the domain's slice waits to move.
+    assert progress_line(view).endswith(
+        "| IMEX ready 36/36 nodes | clique label on 18/36 nodes | domain Ready | slice 0 stuck"
+    )
+    assert "clique label" not in progress_line(replace(view, cliques=LABELLED))
+    two = ClusterView(slices=(stuck, replace(stuck, index=3)))
+    assert progress_line(two).endswith("| slices 0, 3 stuck")
+    moved = replace(stuck, waiting_since=None, moved_from=CLIQUE)
+    assert "stuck" not in progress_line(ClusterView(slices=(moved,)))
+
+
+def test_a_rack_is_named_by_its_nodes() -> None:
+    assert rack_of([f"rack-1-tray{i:02d}" for i in range(18)]) == "rack-1"
+    assert rack_of(["rack-0-tray00", "rack-1-tray00"]) == ""
+    assert rack_of(["gpu-node-a"]) == ""
+    assert rack_of([]) == ""

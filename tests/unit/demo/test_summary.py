@@ -1,5 +1,5 @@
-"""The closing table (the seed act, the multi-clique act's slices, the whole run) and the --keep
-instructions."""
+"""The closing table (the seed act, the fabric act, the multi-clique act's slices, the IMEX
+restarts, the whole run) and the --keep instructions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from sim.demo.observe import SliceView
-from sim.demo.summary import SpanFigures, Summary, keep_lines, summary_lines
+from sim.demo.summary import FailoverFigures, SpanFigures, Summary, keep_lines, summary_lines
 
 CLIQUE = "18acb9ea-5edc-5d25-b92e-9a65573d239b.1"
 OTHER = "ce39c142-0e56-575d-8cdf-26168a499808.1"
@@ -105,3 +105,57 @@ def test_keep_prints_how_to_reach_the_cluster() -> None:
     assert "cdo status" in lines
     assert "cdo events --follow" in lines
     assert lines[-1].startswith("cdo sim down --state-dir /s")
+
+
+FAILOVER = FailoverFigures(
+    rack="rack-1",
+    nodes=18,
+    lost_clique=CLIQUE,
+    grace_s=5,
+    new_clique=OTHER,
+    new_rack="rack-0",
+    channel=0,
+    stuck_s=1.1,
+    moved_s=6.2,
+    ready_s=7.94,
+    restored_s=3.05,
+)
+
+
+def test_the_fabric_act_and_the_imex_counts_have_their_rows() -> None:
+    summary = Summary(
+        nodes=36,
+        imex_low=35,
+        failover=FAILOVER,
+        imex_restarts=dict.fromkeys(rack(0) + rack(1), 0),
+    )
+    rows = table(summary)
+    assert rows["IMEX ready"] == "35/36 nodes at the lowest, from the XID to Ready again"
+    assert rows["fabric lost"] == f"rack-1: 18 nodes, clique {CLIQUE}"
+    assert rows["failover"] == (
+        f"moved to clique {OTHER} (rack-0), channel 0, after the 5 s grace; Ready there 7.9 s "
+        "after the fabric loss (2.9 s past the grace)"
+    )
+    assert rows["fabric restored"] == (
+        "rack-1 back in its clique, IMEX ready, 3.0 s after the fabric returned"
+    )
+    assert rows["IMEX restarts"] == "0 on 36 nodes during the story (the node host's counts)"
+    labels = [line[:18].strip() for line in summary_lines(summary)]
+    assert (
+        labels.index("IMEX ready")
+        < labels.index("fabric lost")
+        < labels.index("failover")
+        < labels.index("multi-clique Ready")
+        < labels.index("IMEX restarts")
+        < labels.index("events seen")
+    )
+
+
+def test_restarts_name_their_nodes_and_an_unfinished_story_has_none() -> None:
+    rows = table(Summary(nodes=36, imex_restarts={"rack-1-tray03": 1, "rack-0-tray00": 0}))
+    assert rows["IMEX restarts"].startswith("1 (rack-1-tray03 1) on 2 nodes")
+    bare = table(Summary())
+    assert bare["IMEX restarts"] == "-"
+    assert bare["IMEX ready"] == "-"
+    assert bare["failover"] == "-"
+    assert "fabric lost" not in bare

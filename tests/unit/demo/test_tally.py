@@ -1,4 +1,5 @@
-"""Events counted by type; faults, recoveries and the demo domain's phase changes shown."""
+"""Events counted by type; faults, recoveries and the demo domain's phase changes shown; a group of
+nodes (a rack losing its fabric) shows its first fault and recovery only."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_every_event_is_counted_and_only_phase_changes_of_the_demo_domain_are_sh
     assert tally.total == 6
 
 
-def test_faults_and_recoveries_are_always_shown() -> None:
+def test_faults_and_recoveries_are_shown_outside_a_group() -> None:
     tally = Tally(namespace="default", domain="training-domain-1")
     fault = NodeFault(node="rack-1-tray05", signal="xid", code=79, severity="fatal")
     recovered = NodeRecovered(node="rack-1-tray05", signals=("xid",))
@@ -64,3 +65,29 @@ def test_following_the_next_domain_shows_its_phase_changes_and_no_longer_the_fir
     )
     assert tally.phase == "Ready"
     assert tally.counts == Counter({"domain.membership": 3})
+
+
+def test_a_group_shows_its_first_fault_and_recovery_and_counts_the_rest() -> None:
+    tally = Tally(namespace="default", domain="training-domain-1")
+    rack = [f"rack-1-tray{i:02d}" for i in range(3)]
+    tally.group(rack, "rack-1")
+    faults = [
+        NodeFault(node=node, signal="fabric", code=1, severity="warning", message=f"GPU {gpu}")
+        for node in rack
+        for gpu in range(4)
+    ]
+    shown = [tally.record(fault) for fault in faults]
+    assert shown[0] is not None and shown[0].endswith(
+        "(and the like from rack-1: counted, not shown)"
+    )
+    assert shown[1:] == [None] * 11
+    recovered = [tally.record(NodeRecovered(node=node, signals=("fabric",))) for node in rack]
+    assert recovered[0] is not None and recovered[1:] == [None, None]
+    assert (tally.in_group("rack-1", "node.fault"), tally.in_group("rack-1", "node.recovered")) == (
+        12,
+        3,
+    )
+    assert tally.counts == Counter({"node.fault": 12, "node.recovered": 3})  # all still counted
+    # Other nodes are shown as before.
+    assert tally.record(NodeFault(node="rack-0-tray00", signal="xid", severity="fatal")) is not None
+    assert tally.in_group("rack-0", "node.fault") == 0

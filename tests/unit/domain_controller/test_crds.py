@@ -108,7 +108,11 @@ def test_only_marked_defaults_reach_the_schema() -> None:
     channel = spec["properties"]["channel"]["properties"]
     assert channel["allocationMode"]["default"] == "Single"
     defaults = [path for path, node in walk(schema_of(compute_domain_crd())) if "default" in node]
-    assert defaults == [".spec.channel.allocationMode"]
+    assert defaults == [
+        ".spec.channel.allocationMode",
+        ".spec.failover.policy",
+        ".spec.failover.graceSeconds",
+    ]
 
 
 def test_every_status_the_controller_computes_fits_the_schema() -> None:

@@ -630,3 +630,34 @@ def test_a_placement_without_slices_is_placed_but_holds_nothing() -> None:
     assert reasons["Placed"] == ("True", "Placed", "the allocator's record holds no slice yet")
     assert reasons["Ready"] == ("False", "WaitingForPlacement", "0 of 0 pods placed")
     assert reasons["Degraded"][:2] == ("False", "Healthy")
+
+
+def test_a_stuck_slice_is_named_in_degraded_and_a_move_in_placed() -> None:
+    stuck = msgspec.structs.replace(TWO_SLICES.slices[1], waiting_since=EARLIER)
+    moved = msgspec.structs.replace(
+        TWO_SLICES.slices[0], moved_from="0000-lost.1", moved_at=EARLIER
+    )
+    spec = msgspec.structs.replace(TWO_SLICES, slices=(moved, stuck))
+    nodes = {**TWO_SLICES_NODES, "b1": node("b1", kubelet_ready="False")}
+
+    status = compute_status(two_slice_facts(placement=spec, nodes=nodes), previous=EMPTY, now=NOW)
+
+    degraded = status.status.condition("Degraded")
+    placed = status.status.condition("Placed")
+    assert degraded is not None and placed is not None
+    assert degraded.status == "True"
+    assert f"slice 1 cannot be made whole in clique {CLIQUE_B} since" in degraded.message
+    assert "slice 0 failed over from clique 0000-lost.1 at" in placed.message
+
+
+def test_a_member_that_left_its_slices_clique_degrades_the_domain() -> None:
+    nodes = {**TWO_SLICES_NODES, "b1": node("b1", clique="")}
+
+    status = compute_status(two_slice_facts(nodes=nodes), previous=EMPTY, now=NOW)
+
+    degraded = status.status.condition("Degraded")
+    assert degraded is not None and degraded.status == "True"
+    assert degraded.reason == "NodeOutOfClique"
+    assert degraded.message.startswith(f"node b1 is out of clique {CLIQUE_B} (no clique label)")
+    entries = {entry.name: entry.status for entry in status.status.nodes}
+    assert entries["b1"] == "NotReady" and entries["a1"] == "Ready"

@@ -58,3 +58,29 @@ def test_describe_lists_every_variable() -> None:
     text = describe()
     for name in ("CDO_HEALTH_NODE_NAME", "CDO_HEALTH_HOLD_DOWN_S", "CDO_HEALTH_XID_OVERRIDES"):
         assert name in text
+
+
+def test_the_circuit_breaker_is_on_by_default_with_safe_caps() -> None:
+    breaker = load_monitor_settings({}).breaker
+    assert breaker.enabled
+    assert (breaker.clique_share, breaker.cluster_share, breaker.min_nodes) == (0.25, 0.1, 1)
+    assert (breaker.window_s, breaker.claim_timeout_s, breaker.node_selector) == (600, 30, "")
+
+
+def test_breaker_settings_from_the_environment() -> None:
+    breaker = load_monitor_settings(
+        {
+            "CDO_HEALTH_BREAKER_ENABLED": "false",
+            "CDO_HEALTH_BREAKER_CLIQUE_SHARE": "0.5",
+            "CDO_HEALTH_BREAKER_CLUSTER_SHARE": "0.2",
+            "CDO_HEALTH_BREAKER_MIN_NODES": "2",
+            "CDO_HEALTH_BREAKER_WINDOW_S": "60",
+            "CDO_HEALTH_BREAKER_NODE_SELECTOR": "nvidia.com/gpu.present=true",
+        }
+    ).breaker
+    assert not breaker.enabled
+    assert (breaker.clique_share, breaker.cluster_share, breaker.min_nodes) == (0.5, 0.2, 2)
+    assert (breaker.window_s, breaker.node_selector) == (60, "nvidia.com/gpu.present=true")
+    with pytest.raises(ConfigError, match="CDO_HEALTH_BREAKER_CLIQUE_SHARE"):
+        load_monitor_settings({"CDO_HEALTH_BREAKER_CLIQUE_SHARE": "1.5"})
+    assert "CDO_HEALTH_BREAKER_CLUSTER_SHARE" in describe()

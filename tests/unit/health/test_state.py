@@ -10,6 +10,7 @@ import pytest
 from services.health_monitor.faults import Fault, Reaction
 from services.health_monitor.rules import Action, Severity
 from services.health_monitor.state import (
+    REASON_BREAKER_OPEN,
     REASON_DEGRADED,
     REASON_FAULT,
     REASON_HEALTHY,
@@ -334,3 +335,72 @@ def test_a_restart_keeps_the_taint_it_finds_for_a_hold_down() -> None:
     assert held_reaction(resumed_episode(effect="NoSchedule", now=0), now=1, hold_down_s=HOLD) is (
         Reaction.NO_SCHEDULE
     )
+
+
+# -- the circuit breaker's cap --------------------------------------------------------------
+
+CAP_TEXT = "4 of 18 nodes of clique u.1 already hold NoExecute (cap 25%: 4)"
+
+
+@pytest.mark.parametrize(
+    ("faults", "cap", "withheld", "reaction", "status", "reason"),
+    [
+        pytest.param(
+            (XID_79,), Reaction.NO_EXECUTE, None, Reaction.NO_EXECUTE, "False", REASON_FAULT,
+            id="granted",
+        ),
+        pytest.param(
+            (XID_79,), Reaction.NO_SCHEDULE, None, Reaction.NO_SCHEDULE, "False", REASON_FAULT,
+            id="claim being decided",
+        ),
+        pytest.param(
+            (XID_79,), Reaction.NO_SCHEDULE, CAP_TEXT, Reaction.NO_SCHEDULE, "False",
+            REASON_BREAKER_OPEN, id="withheld",
+        ),
+        pytest.param(
+            (XID_54,), Reaction.NO_SCHEDULE, CAP_TEXT, Reaction.NO_SCHEDULE, "False",
+            REASON_DEGRADED, id="a warning is never withheld",
+        ),
+    ],
+)  # fmt: skip
+def test_the_breaker_caps_the_taint_and_says_so(
+    faults: Sequence[Fault],
+    cap: Reaction,
+    withheld: str | None,
+    reaction: Reaction,
+    status: str,
+    reason: str,
+) -> None:
+    episode = advance(Episode(), faults=faults, now=100.0, hold_down_s=HOLD).episode
+    health = desired_health(
+        faults=faults,
+        clique=READY,
+        episode=episode,
+        now=100.0,
+        hold_down_s=HOLD,
+        cap=cap,
+        withheld=withheld,
+    )
+    assert health.reaction is reaction
+    assert (health.condition.status, health.condition.reason) == (status, reason)
+    if reason == REASON_BREAKER_OPEN:
+        assert health.condition.message == (
+            f"{XID_79.message}; NoExecute withheld by the circuit breaker, NoSchedule instead: "
+            f"{CAP_TEXT}"
+        )
+
+
+def test_a_withheld_noexecute_is_held_down_as_noschedule() -> None:
+    """Faults cleared on a node the breaker held back: the hold-down keeps what it had."""
+    episode = advance(Episode(), faults=[XID_79], now=100.0, hold_down_s=HOLD).episode
+    health = desired_health(
+        faults=(),
+        clique=READY,
+        episode=episode,
+        now=110.0,
+        hold_down_s=HOLD,
+        cap=Reaction.NO_SCHEDULE,
+    )
+    assert health.reaction is Reaction.NO_SCHEDULE
+    assert health.condition.reason == REASON_HOLD_DOWN
+    assert "the NoSchedule taint stays" in health.condition.message

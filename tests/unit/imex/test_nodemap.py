@@ -80,10 +80,23 @@ async def test_the_resolver_reads_the_hosts_file_again_after_it_changes(tmp_path
     assert await resolver.resolve("imex-0") == "127.0.2.1"
     assert await resolver.resolve("127.0.2.7") == "127.0.2.7"
 
-    hosts.write_text("127.0.2.5 imex-0 \n")
-    os.utime(hosts, ns=(1, 1))  # a different mtime even on coarse-grained filesystems
+    # Same size, same mtime: a resolver that cached by (mtime, size) would miss the edit.
+    stat = hosts.stat()
+    hosts.write_text("127.0.2.5 imex-0\n")
+    os.utime(hosts, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
     assert await resolver.resolve("imex-0") == "127.0.2.5"
+
+
+async def test_without_the_system_resolver_only_the_hosts_file_counts(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.2.1 imex-0\n127.255.255.254 imex-1\n")
+    resolver = Resolver(hosts, system=False)
+
+    resolved = await resolver.resolve_all(parse_node_map("imex-0\nimex-1\nlocalhost\n"))
+
+    # localhost is known to the system resolver, not to this hosts file.
+    assert resolved == ("127.0.2.1", "127.255.255.254", None)
 
 
 async def test_an_unknown_name_does_not_resolve(tmp_path: Path) -> None:

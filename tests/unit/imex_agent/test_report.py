@@ -14,9 +14,12 @@ from services.imex_agent.status import (
     Phase,
     condition_patch,
     condition_value,
+    member_domain_state,
+    member_slots,
     node_event,
     same_report,
 )
+from shared.events import NodeImexState
 from sim.imex.report import CellView, DomainView, NodeView, render_json
 from sim.imex.states import ConnectionState, DaemonState, DomainState
 
@@ -159,3 +162,95 @@ def test_condition_patch_is_a_status_patch_merged_by_type() -> None:
     (condition,) = patch["status"]["conditions"]  # type: ignore[index]
     assert condition["type"] == "cdo.dev/ImexReady"
     assert condition["lastTransitionTime"] == "2025-01-02T03:04:05Z"
+
+
+# -- a static map: the domain state and the peers over the members only ---------------------------
+
+SENTINEL = "127.255.255.254"
+MEMBER_SLOTS = (0, 4, 9)
+"""A partial rack: three members; the other 15 of the 18 slots are empty."""
+
+
+def partial_rack(
+    *, member_links: dict[tuple[int, int], ConnectionState] | None = None
+) -> DomainView:
+    """An 18-slot ``-N`` view as IMEX gives it: empty slots unreachable at the sentinel."""
+    hosts = [f"10.0.0.{slot + 1}" if slot in MEMBER_SLOTS else SENTINEL for slot in range(18)]
+    links = member_links or {}
+    nodes = []
+    for row in range(18):
+        if row not in MEMBER_SLOTS:
+            cells = tuple(CellView(host=host, status=INVALID) for host in hosts)
+            nodes.append(
+                NodeView(
+                    index=row,
+                    host=hosts[row],
+                    hostname=None,
+                    status=UNAVAILABLE,
+                    version=None,
+                    connections=cells,
+                )
+            )
+            continue
+        cells = tuple(
+            CellView(
+                host=host,
+                status=links.get((row, column), C)
+                if column in MEMBER_SLOTS
+                else ConnectionState.NEVER_CONNECTED,
+            )
+            for column, host in enumerate(hosts)
+        )
+        nodes.append(
+            NodeView(
+                index=row,
+                host=hosts[row],
+                hostname=None,
+                status=READY,
+                version="580.95.05",
+                connections=cells,
+            )
+        )
+    # What IMEX itself says of a partial rack: empty slots are down nodes.
+    return DomainView(
+        nodes=tuple(nodes), status=DomainState.DEGRADED, taken_at=dt.datetime(2025, 3, 25)
+    )
+
+
+PARTIAL = build_roster(
+    CLIQUE,
+    [
+        MemberRecord(node=f"tray-{slot}", address=f"10.0.0.{slot + 1}", slot=slot)
+        for slot in (0, 4, 9)
+    ],
+)
+
+
+def partial_event(view: DomainView) -> NodeImexState:
+    observation = Observation(
+        control=RUNNING, daemon_state="READY", domain=parse_domain_report(render_json(view))
+    )
+    return node_event(observation, node="tray-4", address="10.0.0.5", roster=PARTIAL, slot=4)
+
+
+def test_a_partial_rack_whose_members_see_each_other_is_up() -> None:
+    event = partial_event(partial_rack())
+    assert event.domain_state == "UP"
+    assert [(p.node, p.address, p.state) for p in event.peers] == [
+        ("tray-0", "10.0.0.1", "CONNECTED"),
+        ("tray-9", "10.0.0.10", "CONNECTED"),
+    ], "empty slots are not peers"
+
+
+def test_a_member_link_down_degrades_and_no_ready_member_is_down() -> None:
+    broken = partial_rack(member_links={(0, 9): R})
+    assert partial_event(broken).domain_state == "DEGRADED"
+    report = parse_domain_report(render_json(partial_rack()))
+    assert member_domain_state(report, {3, 5}) == "DOWN", "only empty slots: nobody READY"
+    assert member_domain_state(report, {0, 4, 9, 12}) == "DEGRADED", "a member not reported READY"
+    assert member_domain_state(report, set(MEMBER_SLOTS)) == "UP"
+
+
+def test_member_slots_include_the_own_slot_of_a_held_daemon() -> None:
+    assert member_slots(PARTIAL, None) == {0, 4, 9}
+    assert member_slots(PARTIAL, 7) == {0, 4, 7, 9}

@@ -1,4 +1,5 @@
-"""The roster and nodes_config.cfg: the same bytes on every member, slots by tray or claim."""
+"""The roster and the static nodes_config.cfg: every slot listed, the same bytes on every node
+whoever is a member, membership only in the name -> address mapping; slots by tray or claim."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from services.imex_agent.names import (
     SLOT_SOURCE_PLATFORM,
 )
 from services.imex_agent.roster import (
+    NVL72_SLOTS,
     MemberRecord,
     Roster,
     build_roster,
@@ -22,12 +24,14 @@ from services.imex_agent.roster import (
     record_of,
     render_nodes_config,
     slot_hostname,
+    slot_hostnames,
 )
 from shared.crds.names import CLIQUE_LABEL
 from shared.kube.meta import KubeObject, ObjectMeta
 
 CLIQUE = "6f0b6a9c-1b8e-4a52-9e2b-2a1e5b7a0c11.1"
 OTHER = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a11.1"
+SENTINEL = "127.255.255.254"
 
 
 def rec(node: str, slot: int, *, address: str = "", source: str = "platform") -> MemberRecord:
@@ -71,6 +75,12 @@ def node_obj(name: str, *, labels: dict[str, str], annotations: dict[str, str]) 
             ["b"],
             id="shared-address-excluded",
         ),
+        pytest.param(
+            [rec("a", 17), rec("b", 18, address="10.0.1.18")],
+            [("a", 17)],
+            ["b"],
+            id="slot-outside-the-map-excluded",
+        ),
     ],
 )
 def test_build_roster(
@@ -79,38 +89,63 @@ def test_build_roster(
     roster = build_roster(CLIQUE, records)
     assert [(m.node, m.slot) for m in roster.members] == members
     assert [e.node for e in roster.excluded] == excluded
-    assert roster.entries == tuple(slot_hostname(CLIQUE, slot) for _, slot in members)
+    # The map is every slot, whoever holds them.
+    assert roster.entries == slot_hostnames(CLIQUE, NVL72_SLOTS)
 
 
-def test_every_member_renders_the_same_bytes_whatever_order_it_sees_nodes_in() -> None:
+def test_a_slot_outside_the_map_says_why() -> None:
+    roster = build_roster(CLIQUE, [rec("a", 4)], slots=4)
+    assert roster.members == ()
+    assert roster.excluded[0].reason == (
+        "slot 4 is outside the node map of 4 slots (0..3, maxNodesPerIMEXDomain)"
+    )
+
+
+def test_nodes_config_lists_every_slot_and_depends_on_nothing_else() -> None:
+    text = render_nodes_config(CLIQUE, slots=NVL72_SLOTS)
+    names = [line for line in text.splitlines() if not line.startswith("#")]
+    assert names == [slot_hostname(CLIQUE, slot) for slot in range(18)]
+    assert len(set(names)) == 18
+    assert text.endswith("\n")
+    assert render_nodes_config(CLIQUE, slots=4).count("cdo-imex-") == 4
+
+
+def test_membership_is_only_the_mapping_with_empty_slots_on_the_sentinel() -> None:
     records = [rec(f"node-{i}", slot) for i, slot in enumerate((4, 0, 9, 1, 2))]
     records.append(rec("late", 4, address="10.9.9.9", source="claimed"))  # loses slot 4
-    rendered = {
-        render_nodes_config(build_roster(CLIQUE, order))
+    mappings = {
+        tuple(sorted(build_roster(CLIQUE, order).hosts(empty=SENTINEL).items()))
         for order in itertools.permutations(records)
     }
-    assert len(rendered) == 1
-    text = rendered.pop()
-    names = [line for line in text.splitlines() if not line.startswith("#")]
-    assert names == [slot_hostname(CLIQUE, slot) for slot in (0, 1, 2, 4, 9)]
-    assert text.endswith("\n")
+    assert len(mappings) == 1, "every member computes the same mapping"
+    hosts = dict(mappings.pop())
+    assert list(hosts) == list(slot_hostnames(CLIQUE, NVL72_SLOTS))
+    held = {0: "10.0.0.1", 1: "10.0.0.2", 2: "10.0.0.3", 4: "10.0.0.5", 9: "10.0.0.10"}
+    for slot in range(NVL72_SLOTS):
+        assert hosts[slot_hostname(CLIQUE, slot)] == held.get(slot, SENTINEL)
 
 
-def test_a_node_replaced_in_its_slot_changes_addresses_not_the_map() -> None:
+def test_a_node_replaced_in_its_slot_changes_one_address() -> None:
     before = build_roster(CLIQUE, [rec("a", 0), rec("b", 1), rec("old", 2, address="10.0.0.3")])
     after = build_roster(CLIQUE, [rec("a", 0), rec("b", 1), rec("new", 2, address="10.0.0.30")])
-    assert render_nodes_config(before) == render_nodes_config(after)
-    assert before.hosts != after.hosts
-    assert after.hosts[slot_hostname(CLIQUE, 2)] == "10.0.0.30"
+    changed = {
+        name
+        for name, address in after.hosts(empty=SENTINEL).items()
+        if before.hosts(empty=SENTINEL)[name] != address
+    }
+    assert changed == {slot_hostname(CLIQUE, 2)}
+    assert after.hosts(empty=SENTINEL)[slot_hostname(CLIQUE, 2)] == "10.0.0.30"
 
 
 def test_hostnames_are_stable_per_slot_and_distinct_between_cliques() -> None:
     assert slot_hostname(CLIQUE, 3) == slot_hostname(CLIQUE, 3)
     assert slot_hostname(CLIQUE, 3) != slot_hostname(OTHER, 3)
     assert slot_hostname(CLIQUE, 3) != slot_hostname(CLIQUE, 4)
-    map_a = render_nodes_config(build_roster(CLIQUE, [rec("a", 0)]))
-    map_b = render_nodes_config(build_roster(OTHER, [rec("a", 0)]))
-    assert map_a.splitlines()[2:] != map_b.splitlines()[2:]
+    map_a = render_nodes_config(CLIQUE, slots=NVL72_SLOTS)
+    map_b = render_nodes_config(OTHER, slots=NVL72_SLOTS)
+    names_a = {line for line in map_a.splitlines() if not line.startswith("#")}
+    names_b = {line for line in map_b.splitlines() if not line.startswith("#")}
+    assert not names_a & names_b
 
 
 def annotated(name: str, clique: str, **overrides: str) -> KubeObject:
@@ -247,4 +282,6 @@ def test_roster_lookup_helpers() -> None:
     assert roster.member("b") is not None
     assert roster.member("nope") is None
     assert roster.by_address("10.0.0.1") == roster.members[0]
-    assert Roster(clique=CLIQUE).entries == ()
+    assert roster.at(1) == roster.member("b")
+    assert roster.at(2) is None
+    assert Roster(clique=CLIQUE, slots=3).entries == slot_hostnames(CLIQUE, 3)

@@ -11,6 +11,7 @@ from services.clique_allocator.placement import (
     NotPlaced,
     Placed,
     Reason,
+    SliceTarget,
     place,
     release,
 )
@@ -214,3 +215,42 @@ def test_a_released_domain_keeps_its_channel_and_others_cannot_take_it() -> None
     placement, _ = placed(view, GangRequest(domain="ml/b", new_pods=1, gpus_per_pod=4))
 
     assert placement.slices[0].channel == 1
+
+
+# --- failover ---------------------------------------------------------------------------------
+
+
+def test_a_moved_slice_goes_whole_to_another_clique_on_its_channel_there() -> None:
+    view = ClusterView.build(
+        cliques=[rack("r0", nodes=4), rack("r1", nodes=4), rack("r2", nodes=4)],
+        reservations=[
+            whole_nodes("ml/a", "r0", [0, 1]),
+            holding("ml/a", "r1", pods_by_slot={0: 1, 1: 1}, slice_index=1, channel=0),
+            whole_nodes("busy/b", "r2", [0, 1, 2]),
+        ],
+    )
+    request = GangRequest(
+        domain="ml/a", gpus_per_pod=4, moves=(SliceTarget(slice_index=1, pods=2),)
+    )
+
+    placement, after = placed(view, request)
+
+    moved = {r.slice_index: r for r in placement.reservations}[1]
+    assert moved.clique == "r0" and moved.channel == 0  # the domain's channel in r0
+    assert [s.node for s in moved.shares] == [tray("r0", 2), tray("r0", 3)]
+    assert free_gpus(after, "r1") == dict.fromkeys((tray("r1", slot) for slot in range(4)), 4)
+
+
+def test_a_move_with_no_other_clique_with_room_places_nothing() -> None:
+    view = ClusterView.build(
+        cliques=[rack("r0", nodes=2), rack("r1", nodes=2)],
+        reservations=[whole_nodes("ml/a", "r1", [0, 1]), whole_nodes("busy/b", "r0", [0])],
+    )
+
+    decision = place(
+        view,
+        GangRequest(domain="ml/a", gpus_per_pod=4, moves=(SliceTarget(slice_index=0, pods=2),)),
+    )
+
+    assert isinstance(decision, NotPlaced)
+    assert decision.reason is Reason.INSUFFICIENT_CAPACITY
