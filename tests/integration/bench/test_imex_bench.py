@@ -19,6 +19,7 @@ RESULT_KEYS = (
     "daemon_restarts",
     "churn_leave_rejoin_s",
     "churn_readdress_s",
+    "readdressed_own_restarts",
 )
 
 
@@ -35,4 +36,6 @@ def test_the_imex_bench_prepares_every_claim_and_prints_its_result_line() -> Non
     fields = dict(item.split("=", 1) for item in result.split()[1:])
     assert tuple(fields) == RESULT_KEYS
     assert (fields["nodes"], fields["claims"]) == ("3", "6")
-    assert fields["daemon_restarts"] == "0"  # bring-up and churn restart no daemon
+    assert fields["daemon_restarts"] == "0"  # bring-up and churn restart no other daemon
+    # The re-addressed node's own config.cfg changed: its adopted daemon restarts once.
+    assert fields["readdressed_own_restarts"] == "1"
