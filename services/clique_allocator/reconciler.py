@@ -33,13 +33,7 @@ from services.clique_allocator.planning.hold import Hold
 from services.clique_allocator.ranks import pod_rank
 from services.clique_allocator.records import owned_by
 from services.clique_allocator.state import ClusterState
-from services.clique_allocator.tracecontext import (
-    STORY_KEYS,
-    copied_annotations,
-    node_faults,
-    placement_changes,
-    story,
-)
+from services.clique_allocator.tracecontext import story
 from services.clique_allocator.writes import AllocatorWrites
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS
@@ -50,7 +44,8 @@ from shared.kube.models import Pod
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
 from shared.metrics import Metrics
-from shared.tracing import exports, story_parent
+from shared.tracing import exports
+from shared.tracing.story import node_faults, story_annotations, story_parent, story_patch
 
 log = logging.getLogger("cdo.clique_allocator")
 
@@ -118,7 +113,7 @@ class AllocatorReconciler:
         names.update(pod.spec.node_name for pod in pods if pod.spec.node_name)
         nodes = self._caches.nodes.cache
         faults = node_faults(nodes.get(name) for name in sorted(names))
-        return story_parent(story(domain.metadata.annotations, faults), keys=STORY_KEYS)
+        return story_parent(story(domain.metadata.annotations, faults))
 
     async def _reconcile(
         self, key: ObjectKey, domain: ComputeDomain | None, *, traced: bool
@@ -199,7 +194,7 @@ class AllocatorReconciler:
         traced: bool,
     ) -> None:
         text = str(key)
-        copies = copied_annotations(domain.metadata.annotations) if traced and domain else None
+        copies = story_annotations(domain.metadata.annotations) if traced and domain else None
         if plan.action == "delete" and placement is not None:
             meta = placement.metadata
             await self._writes.delete_placement(
@@ -231,7 +226,8 @@ class AllocatorReconciler:
             self._book.wrote(written)
             self._state.advance(text, plan.reservations)
         elif plan.action == "keep" and traced and domain is not None and placement is not None:
-            changes = placement_changes(placement.metadata.annotations, domain.metadata.annotations)
+            wanted = story_annotations(domain.metadata.annotations)
+            changes = story_patch(placement.metadata.annotations, wanted)
             if changes:
                 self._book.wrote(await self._writes.annotate_placement(placement, changes))
         result = "Recorded" if plan.action == "write" else "Unchanged"

@@ -42,14 +42,7 @@ from services.domain_controller.template import (
     ownership,
     spec_drifted,
 )
-from services.domain_controller.tracecontext import (
-    STORY_KEYS,
-    desired_annotations,
-    fault_context,
-    node_fault_contexts,
-    ready,
-    story,
-)
+from services.domain_controller.tracecontext import desired_annotations, fault_context, ready
 from services.domain_controller.writes import DomainWrites, OwnWrites
 from shared.bus import EventBus
 from shared.crds.computedomain import ComputeDomain
@@ -67,7 +60,8 @@ from shared.kube.keys import ObjectKey
 from shared.kube.models import ResourceClaimTemplate
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder, EventType
-from shared.tracing import annotation_changes, annotations_for, exports, story_parent
+from shared.tracing import annotations_for, exports
+from shared.tracing.story import node_faults, story_parent, story_patch, story_with_fault
 
 
 def now_in_seconds() -> datetime:
@@ -123,7 +117,7 @@ class DomainReconciler:
             on_nodes=self._fault_contexts(domain),
             ready=ready(domain.status),
         )
-        return story_parent(story(domain.metadata.annotations, fault), keys=STORY_KEYS)
+        return story_parent(story_with_fault(domain.metadata.annotations, fault))
 
     def _fault_contexts(self, domain: ComputeDomain) -> list[str]:
         """Fault contexts on the nodes the domain uses: the member nodes of every slice of its
@@ -133,7 +127,7 @@ class DomainReconciler:
         pods = self._caches.pods_using(domain.metadata.namespace, domain.template_name)
         names.update(pod.spec.node_name for pod in pods if pod.spec.node_name)
         nodes = self._caches.nodes.cache
-        return node_fault_contexts(nodes.get(name) for name in sorted(names))
+        return node_faults(nodes.get(name) for name in sorted(names))
 
     def _trace_changes(
         self, domain: ComputeDomain, own_trace: str | None, *, fault: str | None
@@ -143,9 +137,7 @@ class DomainReconciler:
         if own_trace is None:
             return {}
         current = domain.metadata.annotations
-        return annotation_changes(
-            current, desired_annotations(current, own_trace=own_trace, fault=fault)
-        )
+        return story_patch(current, desired_annotations(current, own_trace=own_trace, fault=fault))
 
     # -- the reconcile ---------------------------------------------------------------------------
 

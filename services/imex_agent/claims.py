@@ -34,12 +34,7 @@ import msgspec
 from services.imex_agent.cdi import ChannelGrant, SliceSeat
 from services.imex_agent.checkpoint import DeviceRecord
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
-from shared.crds.names import (
-    DOMAIN_LABEL,
-    DOMAIN_UID_LABEL,
-    FAULT_TRACE_CONTEXT_ANNOTATION,
-    TRACE_CONTEXT_ANNOTATION,
-)
+from shared.crds.names import DOMAIN_LABEL, DOMAIN_UID_LABEL
 from shared.crds.placement import PlacedPod, PlacementSlice, PlacementSpec
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
@@ -47,6 +42,7 @@ from shared.kube.meta import KubeObject, ListMeta
 from shared.kube.models import ResourceClaim
 from shared.kube.resources import RESOURCE_CLAIMS
 from shared.kubeletapi import Claim
+from shared.tracing.story import story_annotations
 
 
 class ClaimRefusedError(CdoError):
@@ -75,11 +71,6 @@ class PlacementView(PlacementMeta, frozen=True, kw_only=True):
 class _PlacementList(msgspec.Struct, frozen=True, kw_only=True):
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
     items: tuple[PlacementMeta, ...] = ()
-
-
-STORY_KEYS = (FAULT_TRACE_CONTEXT_ANNOTATION, TRACE_CONTEXT_ANNOTATION)
-"""The trace annotations a Placement carries (copied from its domain), the fault's first: work
-for a claim of the domain is a child of the fault's trace if there is one, else the domain's."""
 
 
 class Resolution(msgspec.Struct, frozen=True, kw_only=True):
@@ -232,8 +223,7 @@ def decide(
         channel=piece.channel,
         seat=seating.seat,
     )
-    annotations = placement.metadata.annotations
-    story = {key: annotations[key] for key in STORY_KEYS if key in annotations}
+    story = story_annotations(placement.metadata.annotations)
     return Resolution(grant=grant, devices=devices, story=story)
 
 

@@ -9,10 +9,9 @@ source's next change, at most ``ready_wait_s`` from the start of the claim's pre
 the claim with :class:`readiness.ImexNotReadyError` when that time is up (counted as
 ``result="imex_not_ready"``). After a wait the claim is resolved again (it may have changed
 meanwhile). Then record the claim in the checkpoint, create the channel device, write the CDI
-spec, and answer; those steps are a span of the domain's trace (see ``STORY_KEYS`` in
-:mod:`claims`). Unprepare removes the claim's CDI spec, the channel device when no other
-prepared claim uses that channel, and then the record. Both are idempotent; an unknown claim
-unprepares successfully.
+spec, and answer; those steps are a span of the domain's trace (see :mod:`shared.tracing.story`).
+Unprepare removes the claim's CDI spec, the channel device when no other prepared claim uses
+that channel, and then the record. Both are idempotent; an unknown claim unprepares successfully.
 
 At start (:meth:`ChannelDriver.recover`) the files are brought in line with the checkpoint:
 devices and specs of recorded claims are made to exist, and specs of ours and channel devices we
@@ -35,7 +34,7 @@ from opentelemetry.util.types import AnyValue
 from services.imex_agent.cdi import CdiStore, ChannelGrant, device_id, render_spec
 from services.imex_agent.channels import ChannelDeviceError, ChannelDevices
 from services.imex_agent.checkpoint import CheckpointData, CheckpointStore, ClaimRecord
-from services.imex_agent.claims import STORY_KEYS, ClaimRefusedError, Resolution
+from services.imex_agent.claims import ClaimRefusedError, Resolution
 from services.imex_agent.metrics import AgentMetrics
 from services.imex_agent.readiness import (
     ImexNotReadyError,
@@ -45,7 +44,7 @@ from services.imex_agent.readiness import (
 )
 from shared.kube.errors import KubeApiError
 from shared.kubeletapi import Claim, PreparedDevice, PrepareResult, UnprepareResult
-from shared.tracing import story_parent
+from shared.tracing.story import story_parent
 
 log = logging.getLogger("cdo.imex_agent.driver")
 
@@ -224,7 +223,7 @@ class ChannelDriver:
         if self._tracer is None:
             yield
             return
-        parent, links = story_parent(resolution.story, keys=STORY_KEYS)
+        parent, links = story_parent(resolution.story)
         grant = resolution.grant
         attributes: dict[str, AnyValue] = {
             "cdo.domain.namespace": grant.domain_namespace,

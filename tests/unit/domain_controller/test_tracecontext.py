@@ -1,4 +1,4 @@
-"""Which trace a domain follows, and the trace annotations the controller writes."""
+"""Which fault a domain's trace follows, and the trace annotations the controller writes."""
 
 from __future__ import annotations
 
@@ -6,25 +6,13 @@ from typing import Any
 
 import msgspec
 
-from services.domain_controller.objects import DomainNode
-from services.domain_controller.tracecontext import (
-    desired_annotations,
-    fault_context,
-    node_fault_contexts,
-    ready,
-    story,
-)
+from services.domain_controller.tracecontext import desired_annotations, fault_context, ready
 from shared.crds.computedomain import ComputeDomainStatus
 from shared.crds.names import FAULT_TRACE_CONTEXT_ANNOTATION, TRACE_CONTEXT_ANNOTATION
 
 DOMAIN = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 FAULT_A = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 FAULT_B = "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-
-
-def node(name: str, fault: str | None = None) -> DomainNode:
-    annotations = {FAULT_TRACE_CONTEXT_ANNOTATION: fault} if fault is not None else {}
-    return msgspec.convert({"metadata": {"name": name, "annotations": annotations}}, DomainNode)
 
 
 def status(ready_status: str) -> ComputeDomainStatus:
@@ -40,12 +28,6 @@ def status(ready_status: str) -> ComputeDomainStatus:
         ]
     }
     return msgspec.convert(body, ComputeDomainStatus)
-
-
-def test_fault_contexts_of_nodes_skip_healthy_missing_and_malformed() -> None:
-    nodes = [node("a", FAULT_B), node("b"), None, node("c", "junk"), node("d", FAULT_A)]
-    assert node_fault_contexts(nodes) == sorted([FAULT_A, FAULT_B])
-    assert node_fault_contexts([node("a", FAULT_A), node("b", FAULT_A)]) == [FAULT_A]
 
 
 def test_a_fault_on_a_node_the_domain_uses_is_followed() -> None:
@@ -75,19 +57,6 @@ def test_ready_reads_the_condition() -> None:
     assert ready(status("True"))
     assert not ready(status("False"))
     assert not ready(ComputeDomainStatus())
-
-
-def test_the_story_uses_the_fault_followed_now() -> None:
-    annotations = {
-        TRACE_CONTEXT_ANNOTATION: DOMAIN,
-        FAULT_TRACE_CONTEXT_ANNOTATION: FAULT_A,
-        "other": "x",
-    }
-    assert story(annotations, FAULT_B) == {
-        TRACE_CONTEXT_ANNOTATION: DOMAIN,
-        FAULT_TRACE_CONTEXT_ANNOTATION: FAULT_B,
-    }
-    assert story(annotations, None) == {TRACE_CONTEXT_ANNOTATION: DOMAIN}
 
 
 def test_the_domain_gets_the_first_reconciles_context_unless_it_has_one() -> None:

@@ -1,4 +1,4 @@
-"""Trace context carried in object annotations: reading, writing, choosing a parent."""
+"""Trace context carried in object annotations: reading and writing it."""
 
 from __future__ import annotations
 
@@ -51,24 +51,6 @@ def test_the_annotation_keeps_the_sampling_decision() -> None:
     unsampled = DOMAIN[:-2] + "00"
     parent = tracing.span_context_from_annotations({KEY: unsampled}, key=KEY)
     assert parent is not None and parent.trace_flags == TraceFlags(0)
-
-
-def test_the_first_valid_key_is_the_parent_and_the_others_are_links() -> None:
-    parent, links = tracing.story_parent({KEY: DOMAIN, OTHER: FAULT}, keys=(OTHER, KEY))
-    assert format(span_context(parent).trace_id, "032x") == FAULT[3:35]
-    assert [format(link.context.trace_id, "032x") for link in links] == [DOMAIN[3:35]]
-
-
-def test_a_single_or_repeated_context_has_no_links() -> None:
-    parent, links = tracing.story_parent({KEY: DOMAIN}, keys=(OTHER, KEY))
-    assert format(span_context(parent).span_id, "016x") == DOMAIN[36:52]
-    assert links == []
-    _, links = tracing.story_parent({KEY: DOMAIN, OTHER: DOMAIN}, keys=(OTHER, KEY))
-    assert links == []
-
-
-def test_no_context_means_a_root_span() -> None:
-    assert tracing.story_parent({OTHER: "garbage"}, keys=(OTHER, KEY)) == (None, [])
 
 
 def test_only_a_provider_with_a_processor_exports() -> None:
