@@ -533,7 +533,7 @@ async def main(args: argparse.Namespace) -> None:
                 restarts = bench.restarts(untouched=untouched)
                 rows.append(("IMEX daemon restarts, bring-up and churn", str(restarts)))
                 own = bench.own_restarts(churn.moved)
-                rows.append(("  ... the re-addressed node's own (its config.cfg changed)", str(own)))
+                rows.append(("  ... the re-addressed node's own (config.cfg changed)", str(own)))
         finally:
             await client.close()
             proc.terminate()
