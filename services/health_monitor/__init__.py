@@ -20,6 +20,7 @@ and CDO_HEALTH_SIGNAL_OVERRIDES (ConfigError on a bad entry). The table and its 
 in docs/health-classification.md.
 """
 
+from services.health_monitor.announcer import Publisher
 from services.health_monitor.breaker import Admission, BreakerStep, admit, breaker_step
 from services.health_monitor.classification import (
     DEFAULT_RULES,
@@ -29,7 +30,7 @@ from services.health_monitor.classification import (
 )
 from services.health_monitor.derive import event_signal, gpu_signals, node_signals
 from services.health_monitor.faults import Fault, Reaction, fault_of
-from services.health_monitor.monitor import HealthMonitor, Publisher
+from services.health_monitor.monitor import HealthMonitor
 from services.health_monitor.overrides import Override, parse_value
 from services.health_monitor.readings import GpuReading, NodeReading, read_gpu, read_node
 from services.health_monitor.rules import Action, Rule, Severity, Verdict, worst
