@@ -56,7 +56,7 @@ from services.health_monitor.state import (
     resumed_trace,
 )
 from services.health_monitor.watcher import NvmlWatcher
-from services.health_monitor.writer import NodeWriter, utc_now
+from services.health_monitor.writer import NodeWriter, WriteBackoff, utc_now
 from shared.crds.names import BREAKER_ANNOTATION, CLIQUE_LABEL, GPU_FAULT_TAINT
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -103,28 +103,22 @@ def _node_informer(
     )
 
 
-class _WriteBackoff:
-    """When the next Node write may be tried after failures: doubling pauses, capped."""
-
-    def __init__(self, settings: MonitorSettings) -> None:
-        self._first_s = settings.write_retry_s
-        self._max_s = settings.write_retry_max_s
-        self._pause = self._first_s
-        self.retry_at: float | None = None  # no write before this (monotonic), None: any time
-
-    def waiting(self, now: float) -> bool:
-        return self.retry_at is not None and now < self.retry_at
-
-    def failed(self, *, now: float, retry_after_s: float) -> float:
-        """Record a failure at ``now``; the pause it was given."""
-        pause = self._pause
-        self.retry_at = now + max(pause, retry_after_s)
-        self._pause = min(pause * 2, self._max_s)
-        return pause
-
-    def succeeded(self) -> None:
-        self._pause = self._first_s
-        self.retry_at = None
+def _node_writer(
+    client: KubeClient,
+    *,
+    node_name: str,
+    settings: MonitorSettings,
+    metrics: HealthMetrics,
+    wall: Callable[[], datetime],
+) -> NodeWriter:
+    return NodeWriter(
+        client,
+        node_name=node_name,
+        field_manager=settings.field_manager,
+        metrics=metrics,
+        conflict_retries=settings.conflict_retries,
+        wall_clock=wall,
+    )
 
 
 class HealthMonitor:
@@ -150,7 +144,6 @@ class HealthMonitor:
         self._clock = clock
         self._recorder = recorder
         self.metrics = HealthMetrics(metrics)
-        self.metrics.nvml_available.set(0)
         self._dirty = asyncio.Event()
         self.observations = Observations(latch_s=settings.xid_latch_s)
         self._watcher = NvmlWatcher(
@@ -172,15 +165,12 @@ class HealthMonitor:
             recorder=recorder,
             now=clock(),
         )
-        self._writer = NodeWriter(
-            client,
-            node_name=node_name,
-            field_manager=settings.field_manager,
-            metrics=self.metrics,
-            conflict_retries=settings.conflict_retries,
-            wall_clock=wall_clock,
+        self._writer = _node_writer(
+            client, node_name=node_name, settings=settings, metrics=self.metrics, wall=wall_clock
         )
-        self._backoff = _WriteBackoff(settings)
+        self._backoff = WriteBackoff(
+            first_s=settings.write_retry_s, max_s=settings.write_retry_max_s
+        )
         self._informer = _node_informer(
             client, node_name=node_name, settings=settings, metrics=metrics
         )

@@ -126,6 +126,7 @@ class NvmlWatcher:
         self._clock = clock
         self._on_change = on_change
         self._ready = False
+        metrics.nvml_available.set(0)
         self._uuids: dict[int, str] = {}
         self._lost: frozenset[int] = frozenset()  # GPUs the last reading found lost
         self._reading_keys: frozenset[str] = frozenset()
