@@ -7,19 +7,23 @@ The decisions are pure; the I/O lives in thin shells around them (docs/health-mo
     verdicts = [classifier.classify(s) for s in signals]
     faults = [fault_of(s, v) for s, v in zip(signals, verdicts)]     # faults: pure
     step = advance(episode, faults=faults, now=now, hold_down_s=30)  # state: pure
+    step.announcements   # AnnounceFaults / AnnounceRecovery: what the announcer publishes
     health = desired_health(faults=faults, clique=clique, episode=step.episode, ...)
     capped = breaker_step(wants=health.reaction, ...)  # breaker: pure, the circuit breaker
     health = desired_health(..., cap=capped.cap, withheld=...)
 
-:class:`HealthMonitor` runs all of it for one node: NVML readings and XID events in, events
-on NATS and the Node's taint, condition and clique labels out (``writer``); the circuit
-breaker's state is on the Nodes (``ledger``), read through the monitor's Node informer
-(``fleet``).
+:class:`HealthMonitor` (``monitor``) runs all of it for one node, in three rooms: the
+:class:`NvmlWatcher` (``watcher``) turns NVML readings and XID events into observations, the
+loop over the Node informer evaluates them and writes the Node's taint, condition and clique
+labels (``writer``), and the :class:`FaultAnnouncer` (``announcer``) publishes what
+``advance`` returns to announce, rate-limited, one trace per episode. The circuit breaker's
+state is on the Nodes (``ledger``), read through the monitor's Node informer (``fleet``).
 ``classifier = load_classifier()`` applies the operator overrides of CDO_HEALTH_XID_OVERRIDES
 and CDO_HEALTH_SIGNAL_OVERRIDES (ConfigError on a bad entry). The table and its sources are
 in docs/health-classification.md.
 """
 
+from services.health_monitor.announcer import FaultAnnouncer, Publisher
 from services.health_monitor.breaker import Admission, BreakerStep, admit, breaker_step
 from services.health_monitor.classification import (
     DEFAULT_RULES,
@@ -29,7 +33,7 @@ from services.health_monitor.classification import (
 )
 from services.health_monitor.derive import event_signal, gpu_signals, node_signals
 from services.health_monitor.faults import Fault, Reaction, fault_of
-from services.health_monitor.monitor import HealthMonitor, Publisher
+from services.health_monitor.monitor import HealthMonitor
 from services.health_monitor.overrides import Override, parse_value
 from services.health_monitor.readings import GpuReading, NodeReading, read_gpu, read_node
 from services.health_monitor.rules import Action, Rule, Severity, Verdict, worst
@@ -44,6 +48,9 @@ from services.health_monitor.settings import (
 )
 from services.health_monitor.signals import Signal
 from services.health_monitor.state import (
+    AnnounceFaults,
+    Announcement,
+    AnnounceRecovery,
     ConditionState,
     Episode,
     NodeHealth,
@@ -51,12 +58,16 @@ from services.health_monitor.state import (
     advance,
     desired_health,
 )
+from services.health_monitor.watcher import NvmlWatcher
 
 __all__ = [
     "DEFAULT_RULES",
     "ENV_PREFIX",
     "Action",
     "Admission",
+    "AnnounceFaults",
+    "AnnounceRecovery",
+    "Announcement",
     "BreakerSettings",
     "BreakerStep",
     "ClassificationSettings",
@@ -64,11 +75,13 @@ __all__ = [
     "ConditionState",
     "Episode",
     "Fault",
+    "FaultAnnouncer",
     "GpuReading",
     "HealthMonitor",
     "MonitorSettings",
     "NodeHealth",
     "NodeReading",
+    "NvmlWatcher",
     "Override",
     "Publisher",
     "Reaction",

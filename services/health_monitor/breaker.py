@@ -174,10 +174,7 @@ def breaker_step(
         keep = record if _fresh_grant(record, now=now, settings=settings) else None
         return BreakerStep(cap=Reaction.NO_EXECUTE, record=keep)
     if current is Reaction.NO_EXECUTE or _fresh_grant(record, now=now, settings=settings):
-        # It holds NoExecute already: it is counted, keeping it adds nobody.
-        if record is not None and record.state is not RecordState.GRANTED:
-            record = Record(state=RecordState.GRANTED, at=now, clique=record.clique or clique)
-        return BreakerStep(cap=Reaction.NO_EXECUTE, record=record)
+        return _holding(record, now=now, clique=clique)
     first_claim = (
         record is not None and record.state is RecordState.PENDING and record.held_since is None
     )
@@ -187,55 +184,104 @@ def breaker_step(
         # the breaker the node would carry NoExecute for the hold-down.)
         return BreakerStep(cap=Reaction.NO_SCHEDULE, record=None)
     if record is not None and record.state is RecordState.PENDING:
-        half = timedelta(seconds=settings.claim_timeout_s / 2)
-        decided = verdict is not None and verdict.claim == record.at
-        if verdict is not None and decided and verdict.decided_at - record.at <= half:
-            if verdict.granted:
-                granted = Record(state=RecordState.GRANTED, at=now, clique=record.clique)
-                return BreakerStep(
-                    cap=Reaction.NO_EXECUTE,
-                    record=granted,
-                    decided=verdict,
-                    released=record.held_since is not None,
-                )
-            held = Record(
-                state=RecordState.HELD,
-                at=now,
-                clique=record.clique,
-                held_since=record.held_since or now,
-            )
-            return BreakerStep(
-                cap=Reaction.NO_SCHEDULE, record=held, withheld=verdict, decided=verdict
-            )
-        if decided or now - record.at > half:
-            # Undecided for too long, or decided too late (others may have stopped counting
-            # it): claim again, if the fault still asks for it.
-            if raw < Reaction.NO_EXECUTE:
-                return BreakerStep(cap=Reaction.NO_SCHEDULE, record=None)
-            return _claim(
-                now=now,
-                clique=clique,
-                current=current,
-                held_since=record.held_since,
-                previous=previous,
-            )
-        return BreakerStep(
-            cap=_waiting(current),
-            record=record,
-            withheld=previous if record.held_since else None,
+        return _pending(
+            record,
+            verdict=verdict,
+            previous=previous,
+            raw=raw,
+            current=current,
+            clique=clique,
+            now=now,
+            settings=settings,
         )
     if record is not None and record.state is RecordState.HELD:
-        room = admit(me=me, clique=record.clique or clique, peers=peers, now=now, settings=settings)
-        if room.granted:
-            return _claim(
-                now=now,
-                clique=clique,
-                current=current,
-                held_since=record.held_since or record.at,
-                previous=previous,
-            )
-        return BreakerStep(cap=Reaction.NO_SCHEDULE, record=record, withheld=room)
+        return _held(
+            record,
+            previous=previous,
+            current=current,
+            me=me,
+            clique=clique,
+            peers=peers,
+            now=now,
+            settings=settings,
+        )
     return _claim(now=now, clique=clique, current=current, held_since=None, previous=None)
+
+
+def _holding(record: Record | None, *, now: datetime, clique: str) -> BreakerStep:
+    """The node holds NoExecute already: it is counted, keeping it adds nobody."""
+    if record is not None and record.state is not RecordState.GRANTED:
+        record = Record(state=RecordState.GRANTED, at=now, clique=record.clique or clique)
+    return BreakerStep(cap=Reaction.NO_EXECUTE, record=record)
+
+
+def _decision(verdict: Admission, record: Record, *, now: datetime) -> BreakerStep:
+    """Act on the timely decision of the pending ``record``: NoExecute, or held back."""
+    if verdict.granted:
+        granted = Record(state=RecordState.GRANTED, at=now, clique=record.clique)
+        return BreakerStep(
+            cap=Reaction.NO_EXECUTE,
+            record=granted,
+            decided=verdict,
+            released=record.held_since is not None,
+        )
+    held = Record(
+        state=RecordState.HELD, at=now, clique=record.clique, held_since=record.held_since or now
+    )
+    return BreakerStep(cap=Reaction.NO_SCHEDULE, record=held, withheld=verdict, decided=verdict)
+
+
+def _pending(
+    record: Record,
+    *,
+    verdict: Admission | None,
+    previous: Admission | None,
+    raw: Reaction,
+    current: Reaction,
+    clique: str,
+    now: datetime,
+    settings: BreakerSettings,
+) -> BreakerStep:
+    """The node's claim is pending: act on its decision, claim again, or wait for it."""
+    half = timedelta(seconds=settings.claim_timeout_s / 2)
+    decided = verdict is not None and verdict.claim == record.at
+    if verdict is not None and decided and verdict.decided_at - record.at <= half:
+        return _decision(verdict, record, now=now)
+    if decided or now - record.at > half:
+        # Undecided for too long, or decided too late (others may have stopped counting
+        # it): claim again, if the fault still asks for it.
+        if raw < Reaction.NO_EXECUTE:
+            return BreakerStep(cap=Reaction.NO_SCHEDULE, record=None)
+        return _claim(
+            now=now, clique=clique, current=current, held_since=record.held_since, previous=previous
+        )
+    return BreakerStep(
+        cap=_waiting(current), record=record, withheld=previous if record.held_since else None
+    )
+
+
+def _held(
+    record: Record,
+    *,
+    previous: Admission | None,
+    current: Reaction,
+    me: str,
+    clique: str,
+    peers: Sequence[Peer],
+    now: datetime,
+    settings: BreakerSettings,
+) -> BreakerStep:
+    """The node is held back: claim again once there is room, else keep reporting the hold."""
+    room = admit(me=me, clique=record.clique or clique, peers=peers, now=now, settings=settings)
+    if room.granted:
+        return _claim(
+            now=now,
+            clique=clique,
+            current=current,
+            held_since=record.held_since or record.at,
+            previous=previous,
+        )
+    return BreakerStep(cap=Reaction.NO_SCHEDULE, record=record, withheld=room)
 
 
 def next_change(

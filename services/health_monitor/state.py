@@ -5,7 +5,9 @@ Two pure steps run at every evaluation (``now`` is a monotonic time in seconds):
 - :func:`advance` moves the node's :class:`Episode` on. An episode starts when a warning or
   fatal fault appears and ends when the node has had no such fault for ``hold_down_s``. It
   remembers which faults were already announced (each fault is announced once per episode, so
-  a flapping GPU does not repeat itself) and when each reaction was last needed.
+  a flapping GPU does not repeat itself) and when each reaction was last needed. What the step
+  asks to be announced comes back as data, :class:`AnnounceFaults` and
+  :class:`AnnounceRecovery`, which the monitor hands to its announcer (``announcer``).
 - :func:`desired_health` gives what the node should show: the reaction (taint effect), the
   ``cdo.dev/GpuHealthy`` condition and the clique labels. The circuit breaker (``breaker``)
   may cap the reaction below NoExecute; the condition then says so (``CircuitBreakerOpen``).
@@ -45,14 +47,58 @@ class Episode(msgspec.Struct, frozen=True, kw_only=True):
     gpus: frozenset[int] = frozenset()  # GPUs with a fault in this episode
 
 
-class Step(msgspec.Struct, frozen=True, kw_only=True):
-    """The outcome of one :func:`advance`."""
+class AnnounceFaults(msgspec.Struct, frozen=True, kw_only=True):
+    """NodeFault events for the faults new to the episode, worst first."""
+
+    faults: tuple[Fault, ...]
+    # The held reaction grew: the first fault (the one readers act on) skips the rate limit.
+    urgent: bool = False
+    # The episode's first faults: their span is the root of the fault's trace, and an earlier
+    # episode's recovery not announced yet goes out before them.
+    begins_episode: bool = False
+
+
+class AnnounceRecovery(msgspec.Struct, frozen=True, kw_only=True):
+    """NodeRecovered for an episode that just ended, sent once the Node shows no fault taint."""
 
     episode: Episode
-    announce: tuple[Fault, ...] = ()  # faults new to the episode, worst first
-    started: bool = False  # a new episode began
-    escalated: bool = False  # the held reaction grew: these announcements must not wait
-    recovered: Episode | None = None  # the episode that just ended, if one did
+
+
+Announcement = AnnounceFaults | AnnounceRecovery
+
+
+class Step(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of one :func:`advance`: the next episode and what to announce, in order."""
+
+    episode: Episode
+    announcements: tuple[Announcement, ...] = ()
+
+    def _faults(self) -> AnnounceFaults | None:
+        return next((a for a in self.announcements if isinstance(a, AnnounceFaults)), None)
+
+    @property
+    def announce(self) -> tuple[Fault, ...]:
+        """The faults new to the episode, worst first."""
+        found = self._faults()
+        return found.faults if found is not None else ()
+
+    @property
+    def started(self) -> bool:
+        """A new episode began."""
+        found = self._faults()
+        return found is not None and found.begins_episode
+
+    @property
+    def escalated(self) -> bool:
+        """The held reaction grew with a new fault: its announcement must not wait."""
+        found = self._faults()
+        return found is not None and found.urgent
+
+    @property
+    def recovered(self) -> Episode | None:
+        """The episode that just ended, if one did."""
+        ended = (a for a in self.announcements if isinstance(a, AnnounceRecovery))
+        return next((a.episode for a in ended), None)
 
 
 def _recent(moment: float | None, *, now: float, hold_down_s: float) -> bool:
@@ -92,11 +138,14 @@ def advance(episode: Episode, *, faults: Sequence[Fault], now: float, hold_down_
             signals=episode.signals | {fault.signal for fault in faults},
             gpus=episode.gpus | {fault.gpu for fault in faults if fault.gpu is not None},
         )
-        return Step(
-            episode=episode, announce=tuple(fresh), started=started, escalated=reaction > before
+        if not fresh:
+            return Step(episode=episode)  # every fault was announced already this episode
+        announce = AnnounceFaults(
+            faults=tuple(fresh), urgent=reaction > before, begins_episode=started
         )
+        return Step(episode=episode, announcements=(announce,))
     if episode.open and not _recent(episode.last_fault_at, now=now, hold_down_s=hold_down_s):
-        return Step(episode=Episode(), recovered=episode)
+        return Step(episode=Episode(), announcements=(AnnounceRecovery(episode=episode),))
     return Step(episode=episode)
 
 

@@ -7,6 +7,7 @@ out with the taint write, or on their own when only they differ. The taint write
 read's resourceVersion; on a conflict the Node is read again and the diff recomputed, so a
 kubelet or lifecycle controller writing its own taints in between is never overwritten. Every
 write returns the Node as the server stored it, which becomes the base of the next one.
+:class:`WriteBackoff` paces the attempts after a write failed.
 """
 
 from __future__ import annotations
@@ -136,3 +137,27 @@ class NodeWriter:
             raise
         self._metrics.node_writes.labels(field, "ok").inc()
         return _NODE.decode(body)
+
+
+class WriteBackoff:
+    """When the next Node write may be tried after failures: doubling pauses, capped."""
+
+    def __init__(self, *, first_s: float, max_s: float) -> None:
+        self._first_s = first_s
+        self._max_s = max_s
+        self._pause = first_s
+        self.retry_at: float | None = None  # no write before this (monotonic), None: any time
+
+    def waiting(self, now: float) -> bool:
+        return self.retry_at is not None and now < self.retry_at
+
+    def failed(self, *, now: float, retry_after_s: float) -> float:
+        """Record a failure at ``now``; the pause it was given."""
+        pause = self._pause
+        self.retry_at = now + max(pause, retry_after_s)
+        self._pause = min(pause * 2, self._max_s)
+        return pause
+
+    def succeeded(self) -> None:
+        self._pause = self._first_s
+        self.retry_at = None
