@@ -24,7 +24,8 @@ from typing import Any
 import aiohttp
 
 from sim.kubeapi.machinery import codec, errors, selectors
-from sim.kubeapi.patches.json_patch import PatchError, json_patch
+from sim.kubeapi.patches.failures import PatchError
+from sim.kubeapi.patches.json_patch import json_patch
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
 from sim.kubeapi.storage.store import Store
 from sim.kubeapi.validation import cel

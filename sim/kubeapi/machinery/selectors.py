@@ -2,6 +2,9 @@
 
 Parsing follows the grammar and operators of the API server; a selector that does not
 parse, or a field the kind does not index, raises a 400 BadRequest ApiError.
+
+:func:`requirement_holds` is the one label-matching rule of the tree: the emulator's
+selectors and the simulated scheduler's label and node selectors all match through it.
 """
 
 from __future__ import annotations
@@ -33,26 +36,45 @@ class Requirement:
     values: frozenset[str] = frozenset()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        op = self.op
-        if op in (Op.IN, Op.EQUALS, Op.DOUBLE_EQUALS):
-            value = labels.get(self.key)
-            return value is not None and value in self.values
-        if op in (Op.NOT_IN, Op.NOT_EQUALS):
-            value = labels.get(self.key)
-            return value is None or value not in self.values
-        if op is Op.EXISTS:
-            return self.key in labels
-        if op is Op.DOES_NOT_EXIST:
-            return self.key not in labels
-        value = labels.get(self.key)
-        if value is None:
-            return False
-        try:
-            have = int(value)
-        except ValueError:
-            return False
-        bound = int(next(iter(self.values)))
-        return have > bound if op is Op.GREATER else have < bound
+        return requirement_holds(self.op, self.key, self.values, labels)
+
+
+# The operators of metav1.LabelSelectorRequirement and core/v1 NodeSelectorRequirement.
+OPERATORS = {
+    "In": Op.IN,
+    "NotIn": Op.NOT_IN,
+    "Exists": Op.EXISTS,
+    "DoesNotExist": Op.DOES_NOT_EXIST,
+    "Gt": Op.GREATER,
+    "Lt": Op.LESS,
+}
+LABEL_SELECTOR_OPERATORS = frozenset({Op.IN, Op.NOT_IN, Op.EXISTS, Op.DOES_NOT_EXIST})
+
+
+def requirement_holds(op: Op, key: str, values: Collection[str], labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` satisfy one requirement on ``key``.
+
+    ``Gt``/``Lt`` compare integers: a label or a bound that is not one, or anything but a
+    single bound, does not match, as in Kubernetes.
+    """
+    if op in (Op.IN, Op.EQUALS, Op.DOUBLE_EQUALS):
+        value = labels.get(key)
+        return value is not None and value in values
+    if op in (Op.NOT_IN, Op.NOT_EQUALS):
+        value = labels.get(key)
+        return value is None or value not in values
+    if op is Op.EXISTS:
+        return key in labels
+    if op is Op.DOES_NOT_EXIST:
+        return key not in labels
+    value = labels.get(key)
+    if value is None or len(values) != 1:
+        return False
+    try:
+        have, bound = int(value), int(next(iter(values)))
+    except ValueError:
+        return False
+    return have > bound if op is Op.GREATER else have < bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,15 +282,9 @@ def from_label_selector_object(obj: Mapping[str, Any] | None) -> LabelSelector:
     reqs: list[Requirement] = []
     for key, value in sorted((obj.get("matchLabels") or {}).items()):
         reqs.append(Requirement(key, Op.EQUALS, frozenset({value})))
-    op_map = {
-        "In": Op.IN,
-        "NotIn": Op.NOT_IN,
-        "Exists": Op.EXISTS,
-        "DoesNotExist": Op.DOES_NOT_EXIST,
-    }
     for expr in obj.get("matchExpressions") or []:
-        op = op_map.get(expr.get("operator", ""))
-        if op is None:
+        op = OPERATORS.get(expr.get("operator", ""))
+        if op not in LABEL_SELECTOR_OPERATORS:
             raise errors.bad_request(
                 f"{expr.get('operator')!r} is not a valid label selector operator"
             )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.kubeapi.machinery import codec
-from sim.kubeapi.patches.json_patch import PatchError
+from sim.kubeapi.patches.failures import PatchError
 from sim.kubeapi.validation.schema import Node, Schema
 
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from sim.kubeapi.machinery import codec, errors, meta
-from sim.kubeapi.patches.json_patch import PatchError, PatchFormatError, json_patch, merge_patch
+from sim.kubeapi.patches.failures import PatchError, PatchFormatError
+from sim.kubeapi.patches.json_patch import json_patch
+from sim.kubeapi.patches.merge_patch import merge_patch
 from sim.kubeapi.patches.strategic_merge import strategic_merge_patch
 from sim.kubeapi.storage.resources import Obj, ResourceType
 from sim.kubeapi.storage.store import Entry, Store
