@@ -353,9 +353,11 @@ def resource_types(crd: Obj) -> list[ResourceType]:
             for s in version.get("selectableFields") or ()
             if s.get("jsonPath")
         }
-        columns = version.get("additionalPrinterColumns")
-        if columns is None:
-            columns = [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+        printer_specs = version.get("additionalPrinterColumns")
+        if printer_specs is None:
+            printer_specs = [
+                {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+            ]
         has_status = "status" in (version.get("subresources") or {})
         strategy = CustomResourceStrategy(schema=schema, status=has_status, selectable=selectable)
         out.append(
@@ -375,7 +377,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
                 schema=schema,
                 custom=True,
                 crd_name=crd["metadata"]["name"],
-                printer_columns=tuple(columns.printer_column(c) for c in columns),
+                printer_columns=tuple(columns.printer_column(c) for c in printer_specs),
                 selectable=tuple(selectable),
             )
         )
