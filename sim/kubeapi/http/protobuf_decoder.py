@@ -6,7 +6,7 @@ clusterrolebinding|poddisruptionbudget``); every other client sends JSON.
 
 The body is the 4-byte magic ``k8s\\0`` and a ``runtime.Unknown`` message (typeMeta = 1,
 raw = 2); ``raw`` is the object's own message, decoded here with the field tables of
-``protobuf_types``. Go writes every non-pointer field, zero or not: zero scalars of plain
+``protobuf_messages``. Go writes every non-pointer field, zero or not: zero scalars of plain
 fields are dropped (the JSON form omits them or the server defaults them), pointer fields
 (``?`` kinds) are kept even when zero. A field the tables do not map must be zero; anything
 else is refused (415, the client can send JSON) rather than silently dropped.

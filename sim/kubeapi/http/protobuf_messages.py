@@ -1,4 +1,4 @@
-"""Field tables of the protobuf messages the emulator decodes (see ``protobuf``).
+"""Field tables of the protobuf messages the emulator decodes (see ``protobuf_decoder``).
 
 Each table maps a field number to ``(json name, kind)``. Kinds: ``"string"``, ``"int"``,
 ``"bool"``, ``"bytes"`` (base64 in JSON), ``"quantity"`` (resource.Quantity),
@@ -9,7 +9,7 @@ and timestamps).
 
 The numbers are those of the published ``generated.proto`` files of k8s.io/api and
 k8s.io/apimachinery. The pod spec covers what kubectl's generators and common manifests
-set; other fields are refused when present (see ``protobuf``).
+set; other fields are refused when present (see ``protobuf_decoder``).
 """
 
 from __future__ import annotations
