@@ -30,7 +30,7 @@ from shared.kube.resources import NODES
 from shared.metrics import Metrics
 from sim.controllers import ControllerManager, ControllerSettings
 from sim.kubeapi import KubeServer, ServerConfig, serve
-from sim.kubeapi.process import ApiProcess, serve_in_process_of_its_own
+from sim.kubeapi.hosting.child_process import ApiProcess, serve_in_process_of_its_own
 from sim.kubelet import (
     KubeletFleet,
     KubeletSettings,

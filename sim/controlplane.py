@@ -44,7 +44,7 @@ from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import NAMESPACES
 from sim.childproc import die_with_parent
-from sim.kubeapi.certs import CertificateAuthority
+from sim.kubeapi.admission.certificates import CertificateAuthority
 from sim.natsserver import free_port
 
 log = logging.getLogger("cdo.sim.controlplane")

@@ -30,12 +30,12 @@ pytest fixtures built on this live in ``tests/integration/kubeapi/conftest.py``.
 """
 
 from sim.kubeapi.config import ServerConfig
-from sim.kubeapi.errors import ApiError
-from sim.kubeapi.faults import Faults
-from sim.kubeapi.kubeconfig import write_kubeconfig
-from sim.kubeapi.serve import KubeServer, ServerThread, serve
-from sim.kubeapi.server import ApiServer
-from sim.kubeapi.store import Store
+from sim.kubeapi.hosting.in_process import KubeServer, ServerThread, serve
+from sim.kubeapi.hosting.kubeconfig import write_kubeconfig
+from sim.kubeapi.http.app import ApiServer
+from sim.kubeapi.http.faults import Faults
+from sim.kubeapi.machinery.errors import ApiError
+from sim.kubeapi.storage.store import Store
 
 __all__ = [
     "ApiError",

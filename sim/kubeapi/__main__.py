@@ -11,8 +11,8 @@ import sys
 import msgspec
 
 from sim.kubeapi.config import ServerConfig
-from sim.kubeapi.process import READY_PREFIX
-from sim.kubeapi.serve import serve
+from sim.kubeapi.hosting.child_process import READY_PREFIX
+from sim.kubeapi.hosting.in_process import serve
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -6,12 +6,16 @@
 - A :class:`~sim.scheduler.objects.NodeSelector` matches when any of its terms does; a term
   matches when all its ``matchExpressions`` (In, NotIn, Exists, DoesNotExist, Gt, Lt) and
   ``matchFields`` (only ``metadata.name``, with In or NotIn) hold; an empty term matches nothing.
+
+Each requirement is matched by ``requirement_holds`` of ``sim.kubeapi.machinery.selectors``, the
+emulator's own rule, so the scheduler and the API server agree on what a selector selects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sim.kubeapi.machinery.selectors import LABEL_SELECTOR_OPERATORS, OPERATORS, requirement_holds
 from sim.scheduler.objects import (
     LabelSelector,
     LabelSelectorRequirement,
@@ -21,33 +25,11 @@ from sim.scheduler.objects import (
 )
 
 
-def _requirement(
-    operator: str, key: str, values: tuple[str, ...], labels: Mapping[str, str]
-) -> bool:
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    if operator in ("Gt", "Lt"):
-        # Both sides must be integers; anything else does not match, as in Kubernetes.
-        if key not in labels or len(values) != 1:
-            return False
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if operator == "Gt" else have < want
-    return False
-
-
 def label_requirement_matches(req: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    if req.operator in ("Gt", "Lt"):
-        return False  # not valid in a label selector
-    return _requirement(req.operator, req.key, req.values, labels)
+    op = OPERATORS.get(req.operator)
+    if op not in LABEL_SELECTOR_OPERATORS:
+        return False  # Gt and Lt are not valid in a label selector; unknown operators never match
+    return requirement_holds(op, req.key, req.values, labels)
 
 
 def label_selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
@@ -59,7 +41,8 @@ def label_selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -
 
 
 def node_requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    return _requirement(req.operator, req.key, req.values, labels)
+    op = OPERATORS.get(req.operator)
+    return op is not None and requirement_holds(op, req.key, req.values, labels)
 
 
 def _field_matches(req: NodeSelectorRequirement, node_name: str) -> bool:

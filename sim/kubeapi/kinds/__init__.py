@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sim.kubeapi import builtin_schemas
 from sim.kubeapi.kinds import (
     apiextensions,
     apps,
@@ -14,7 +13,8 @@ from sim.kubeapi.kinds import (
     rbac,
     webhooks,
 )
-from sim.kubeapi.resources import ALL_VERBS, Converter, Registry, ResourceType, Strategy
+from sim.kubeapi.storage.resources import ALL_VERBS, Converter, Registry, ResourceType, Strategy
+from sim.kubeapi.validation import builtin_schemas
 
 
 def _rt(

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kubeapi import cel, codec, errors, jsonpath, names, tables
-from sim.kubeapi.errors import FieldError, FieldErrorType
 from sim.kubeapi.kinds.common import ensure, get
-from sim.kubeapi.resources import Column, Obj, ResourceType, Strategy, version_priority
-from sim.kubeapi.schema import Schema
+from sim.kubeapi.machinery import codec, errors, jsonpath, names
+from sim.kubeapi.machinery.errors import FieldError, FieldErrorType
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, ResourceType, Strategy, version_priority
+from sim.kubeapi.validation import cel
+from sim.kubeapi.validation.schema import Schema
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 RULES_SKIPPED = (
@@ -222,13 +224,13 @@ class CRDStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Created At",
                 "date",
                 lambda o: get(o, "metadata", "creationTimestamp"),
                 "",
-                tables.CREATED_DESCRIPTION,
+                columns.CREATED_DESCRIPTION,
             ),
         ]
 
@@ -351,9 +353,11 @@ def resource_types(crd: Obj) -> list[ResourceType]:
             for s in version.get("selectableFields") or ()
             if s.get("jsonPath")
         }
-        columns = version.get("additionalPrinterColumns")
-        if columns is None:
-            columns = [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+        printer_specs = version.get("additionalPrinterColumns")
+        if printer_specs is None:
+            printer_specs = [
+                {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+            ]
         has_status = "status" in (version.get("subresources") or {})
         strategy = CustomResourceStrategy(schema=schema, status=has_status, selectable=selectable)
         out.append(
@@ -373,7 +377,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
                 schema=schema,
                 custom=True,
                 crd_name=crd["metadata"]["name"],
-                printer_columns=tuple(tables.printer_column(c) for c in columns),
+                printer_columns=tuple(columns.printer_column(c) for c in printer_specs),
                 selectable=tuple(selectable),
             )
         )

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sim.kubeapi import errors, tables
-from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import (
     condition,
     default_claim_template,
@@ -18,7 +16,10 @@ from sim.kubeapi.kinds.common import (
     validate_pod_template,
     validate_workload_selector,
 )
-from sim.kubeapi.resources import Column, Obj, Strategy
+from sim.kubeapi.machinery import errors
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 
 def _default_template(spec: Obj) -> None:
@@ -107,7 +108,7 @@ class DeploymentStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Ready",
                 "string",
@@ -131,7 +132,7 @@ class DeploymentStrategy(Strategy):
                 "Total number of available pods (ready for at least minReadySeconds) targeted "
                 "by this deployment.",
             ),
-            tables.age_column(),
+            columns.age_column(),
             Column(
                 "Containers",
                 "string",
@@ -172,7 +173,7 @@ class ReplicaSetStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Desired",
                 "integer",
@@ -194,7 +195,7 @@ class ReplicaSetStrategy(Strategy):
                 "",
                 "Number of ready pods.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -229,7 +230,7 @@ class DaemonSetStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Desired",
                 "integer",
@@ -267,7 +268,7 @@ class DaemonSetStrategy(Strategy):
                 "The number of nodes that should be running the daemon pod and have one or "
                 "more of the daemon pod running and available.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -336,7 +337,7 @@ class StatefulSetStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Ready",
                 "string",
@@ -344,7 +345,7 @@ class StatefulSetStrategy(Strategy):
                 "",
                 "Number of the pod with ready state",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -453,7 +454,7 @@ class JobStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column("Status", "string", _job_status, "", "Status of the job."),
             Column(
                 "Completions",
@@ -466,14 +467,14 @@ class JobStrategy(Strategy):
                 "Duration",
                 "string",
                 lambda o: (
-                    tables.since(text(o, "status", "startTime") or None)
+                    columns.since(text(o, "status", "startTime") or None)
                     if get(o, "status", "startTime")
                     else ""
                 ),
                 "",
                 "Time required to complete the job.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -494,7 +495,7 @@ class LeaseStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Holder",
                 "string",
@@ -502,5 +503,5 @@ class LeaseStrategy(Strategy):
                 "",
                 "The holder of the lease.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sim.kubeapi import errors, names, selectors
-from sim.kubeapi.errors import FieldError
+from sim.kubeapi.machinery import errors, names, selectors
+from sim.kubeapi.machinery.errors import FieldError
 
 Obj = dict[str, Any]
 

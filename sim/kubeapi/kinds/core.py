@@ -8,8 +8,6 @@ import ipaddress
 import itertools
 from typing import Any
 
-from sim.kubeapi import codec, errors, names, tables
-from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import (
     condition,
     default_pod_spec,
@@ -18,7 +16,10 @@ from sim.kubeapi.kinds.common import (
     text,
     validate_pod_spec,
 )
-from sim.kubeapi.resources import Column, Obj, Strategy
+from sim.kubeapi.machinery import codec, errors, names
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -44,7 +45,7 @@ class NamespaceStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Status",
                 "string",
@@ -52,7 +53,7 @@ class NamespaceStrategy(Strategy):
                 "",
                 "The status of the namespace",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -84,10 +85,10 @@ class NodeStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column("Status", "string", _node_status, "", "The status of the node"),
             Column("Roles", "string", _node_roles, "", "The roles of the node"),
-            tables.age_column(),
+            columns.age_column(),
             Column(
                 "Version",
                 "string",
@@ -254,7 +255,7 @@ class PodStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Ready",
                 "string",
@@ -276,7 +277,7 @@ class PodStrategy(Strategy):
                 "",
                 "The number of times the containers in this pod have been restarted.",
             ),
-            tables.age_column(),
+            columns.age_column(),
             Column(
                 "IP",
                 "string",
@@ -331,7 +332,7 @@ class ConfigMapStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Data",
                 "string",
@@ -339,7 +340,7 @@ class ConfigMapStrategy(Strategy):
                 "",
                 "Number of data entries",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -373,7 +374,7 @@ class SecretStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column("Type", "string", lambda o: text(o, "type"), "", "The type of the secret"),
             Column(
                 "Data",
@@ -382,14 +383,14 @@ class SecretStrategy(Strategy):
                 "",
                 "Number of data entries",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
 class ServiceAccountStrategy(Strategy):
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Secrets",
                 "string",
@@ -397,7 +398,7 @@ class ServiceAccountStrategy(Strategy):
                 "",
                 "Number of secrets",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -491,7 +492,7 @@ class ServiceStrategy(Strategy):
             return ",".join(shown) or "<none>"
 
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Type", "string", lambda o: text(o, "spec", "type"), "", "The type of the service."
             ),
@@ -510,7 +511,7 @@ class ServiceStrategy(Strategy):
                 "The external IP address of the service.",
             ),
             Column("Port(s)", "string", ports, "", "The port(s) of the service."),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -568,7 +569,7 @@ class EventStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         def last_seen(o: Obj) -> str:
-            return tables.since(
+            return columns.since(
                 o.get("lastTimestamp")
                 or o.get("eventTime")
                 or get(o, "metadata", "creationTimestamp")

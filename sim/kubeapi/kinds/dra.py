@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kubeapi import codec, errors, names, tables
-from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import get, text
-from sim.kubeapi.resources import Column, Converter, Obj, Strategy
+from sim.kubeapi.machinery import codec, errors, names
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Converter, Obj, Strategy
 
 _EXACT_FIELDS = (
     "deviceClassName",
@@ -199,9 +200,9 @@ class ResourceClaimStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column("State", "string", _claim_state, "", "The state of the claim."),
-            tables.age_column(),
+            columns.age_column(),
         ]
 
 
@@ -314,7 +315,7 @@ class ResourceSliceStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Node",
                 "string",
@@ -336,5 +337,5 @@ class ResourceSliceStrategy(Strategy):
                 "",
                 "The pool of the slice.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sim.kubeapi import codec
-from sim.kubeapi.resources import Converter, Obj
+from sim.kubeapi.machinery import codec
+from sim.kubeapi.storage.resources import Converter, Obj
 
 # (events.k8s.io/v1 field, core/v1 field)
 _RENAMES = (

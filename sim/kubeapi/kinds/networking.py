@@ -10,10 +10,11 @@ import ipaddress
 import re
 from typing import Any
 
-from sim.kubeapi import errors, selectors, tables
-from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import ensure, get
-from sim.kubeapi.resources import Column, Obj, Strategy
+from sim.kubeapi.machinery import errors, selectors
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 POLICY_TYPES = ("Ingress", "Egress")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -191,7 +192,7 @@ class NetworkPolicyStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Pod-Selector",
                 "string",
@@ -199,5 +200,5 @@ class NetworkPolicyStrategy(Strategy):
                 "",
                 "The pods this policy applies to.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]

@@ -1,7 +1,7 @@
 """``policy/v1`` PodDisruptionBudget: budget fields, selector, status counters.
 
 The disruption controller that fills the status is not emulated; clients (or tests) write
-``/status`` themselves. The eviction subresource (:mod:`sim.kubeapi.eviction`) reads
+``/status`` themselves. The eviction subresource (:mod:`sim.kubeapi.cluster.eviction`) reads
 ``status.disruptionsAllowed`` and lowers it by one for each eviction it lets through.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sim.kubeapi import errors, selectors, tables
-from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import get, non_negative
-from sim.kubeapi.resources import Column, Obj, Strategy
+from sim.kubeapi.machinery import errors, selectors
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 EVICTION_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
 STATUS_COUNTERS = ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")
@@ -89,7 +90,7 @@ class PodDisruptionBudgetStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Min Available",
                 "string",
@@ -111,5 +112,5 @@ class PodDisruptionBudgetStrategy(Strategy):
                 "",
                 "Calculated number of pods that may be disrupted at this time.",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]

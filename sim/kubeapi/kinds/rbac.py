@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kubeapi import errors, names, selectors, tables
-from sim.kubeapi.errors import FieldError
 from sim.kubeapi.kinds.common import ensure, get, text
-from sim.kubeapi.resources import Column, Obj, Strategy
+from sim.kubeapi.machinery import errors, names, selectors
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 GROUP = "rbac.authorization.k8s.io"
 SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
@@ -190,9 +191,9 @@ class BindingStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column("Role", "string", _role, "", "The role the binding grants."),
-            tables.age_column(),
+            columns.age_column(),
             Column("Users", "string", _subjects("User"), "", "Users in the binding", 1),
             Column("Groups", "string", _subjects("Group"), "", "Groups in the binding", 1),
             Column(

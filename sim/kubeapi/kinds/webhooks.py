@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kubeapi import errors, selectors, tables
-from sim.kubeapi.errors import FieldError
-from sim.kubeapi.resources import Column, Obj, Strategy
+from sim.kubeapi.machinery import errors, selectors
+from sim.kubeapi.machinery.errors import FieldError
+from sim.kubeapi.storage import columns
+from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 SIDE_EFFECTS = ("None", "NoneOnDryRun")
 FAILURE_POLICIES = ("Fail", "Ignore")
@@ -129,7 +130,7 @@ class WebhookConfigurationStrategy(Strategy):
 
     def columns(self) -> list[Column]:
         return [
-            tables.name_column(),
+            columns.name_column(),
             Column(
                 "Webhooks",
                 "integer",
@@ -137,5 +138,5 @@ class WebhookConfigurationStrategy(Strategy):
                 "",
                 "Number of webhooks",
             ),
-            tables.age_column(),
+            columns.age_column(),
         ]

@@ -46,7 +46,7 @@ from shared.kube.resources import (
     REPLICA_SETS,
     RESOURCE_CLAIM_TEMPLATES,
 )
-from sim.kubeapi.certs import CertificateAuthority
+from sim.kubeapi.admission.certificates import CertificateAuthority
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for
 

@@ -3,7 +3,8 @@
 - ``kube``: an emulator served in-process on a free port (``KubeServer``: ``url``,
   ``kubeconfig``, ``store``, ``faults``, ``compact()``);
 - ``api_client``: a kubernetes-asyncio ``ApiClient`` configured from its kubeconfig;
-- ``http``: a raw aiohttp session plus helpers, for asserting exact wire shapes;
+- ``http``: a raw aiohttp session plus helpers, for asserting exact wire shapes (``watch_stream``
+  keeps a watch open and reads it one event at a time);
 - ``kubectl``: runs the real kubectl binary against it and returns (rc, stdout, stderr);
 - ``kube_thread``: the emulator in a background thread, for the synchronous client.
 """
@@ -11,6 +12,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -114,6 +117,39 @@ class Http:
                     break
                 out.append(_json.loads(line))
         return out
+
+    @contextlib.asynccontextmanager
+    async def watch_stream(
+        self, path: str, *, params: dict[str, str], deadline_s: float = 10.0
+    ) -> AsyncIterator[WatchEvents]:
+        """An open watch, read one event at a time while the test acts between reads."""
+        async with self.session.get(
+            self.base + path, params=params, timeout=aiohttp.ClientTimeout(total=deadline_s)
+        ) as resp:
+            assert resp.status == 200, await resp.text()
+            yield WatchEvents(resp, deadline_s)
+
+
+@dataclass
+class WatchEvents:
+    """The events of one open watch response, each read with a bounded wait.
+
+    Having read an event proves the server is following the watch, so a test that waits for
+    one before it acts knows that what it causes next arrives as a live event.
+    """
+
+    response: aiohttp.ClientResponse
+    deadline_s: float
+
+    async def next(self) -> dict[str, Any]:
+        line = await asyncio.wait_for(self.response.content.readline(), self.deadline_s)
+        assert line, "the watch stream ended before the next event"
+        event: dict[str, Any] = json.loads(line)
+        return event
+
+    async def rest(self) -> bytes:
+        """Everything the stream still sends until it ends."""
+        return await asyncio.wait_for(self.response.content.read(), self.deadline_s)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from sim.kubeapi import ServerConfig, serve
-from sim.kubeapi.process import serve_in_process_of_its_own
+from sim.kubeapi.hosting.child_process import serve_in_process_of_its_own
 
 from .conftest import Http
 

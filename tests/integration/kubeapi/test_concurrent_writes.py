@@ -206,7 +206,7 @@ async def test_an_unexpected_failure_is_a_500_with_its_cause_logged_with_the_tra
     assert status == 500
     assert body["reason"] == "InternalError"
     assert "RuntimeError('storage on fire')" in body["message"]
-    [record] = [r for r in caplog.records if r.name == "sim.kubeapi.server"]
+    [record] = [r for r in caplog.records if r.name == "sim.kubeapi.http.app"]
     assert "PATCH /api/v1/namespaces/default?fieldManager=tester" in record.getMessage()
     assert "storage on fire" in record.getMessage()
     assert record.exc_info is not None

@@ -40,15 +40,15 @@ async def test_watch_flag_spellings(http: Http, flag: str) -> None:
 async def test_watch_from_unset_sends_synthetic_added_then_live(http: Http) -> None:
     await _create(http, "a")
     await _create(http, "b")
-
-    async def later() -> None:
-        await asyncio.sleep(0.1)
-        await _create(http, "c")
-
-    task = asyncio.create_task(later())
-    events = await http.watch_lines(CMS, params={"watch": "true"}, count=3)
-    await task
+    async with http.watch_stream(CMS, params={"watch": "true"}) as stream:
+        synthetic = [await stream.next(), await stream.next()]
+        # The synthetic ADDEDs have arrived, so the watch is established: "c" is created only
+        # now and can reach this stream only as a live event.
+        created = await _create(http, "c")
+        live = await stream.next()
+    events = [*synthetic, live]
     assert _names(events) == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+    assert live["object"]["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
 async def test_watch_from_rv_replays_newer_events(http: Http) -> None:

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from sim.kubeapi import KubeServer, ServerConfig, serve
-from sim.kubeapi.certs import CertificateAuthority
+from sim.kubeapi.admission.certificates import CertificateAuthority
 
 from .conftest import Http
 

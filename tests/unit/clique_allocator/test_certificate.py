@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from services.clique_allocator.webhook.server import CertificateFiles
-from sim.kubeapi.certs import CertificateAuthority
+from sim.kubeapi.admission.certificates import CertificateAuthority
 
 
 def write_pair(directory: Path, ca: CertificateAuthority, *, when: float) -> None:

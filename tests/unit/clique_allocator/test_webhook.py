@@ -22,7 +22,7 @@ from services.clique_allocator.webhook.configuration import (
     webhook_configuration,
 )
 from shared.kube.models import Pod
-from sim.kubeapi import cel
+from sim.kubeapi.validation import cel
 
 from .builders import pod
 

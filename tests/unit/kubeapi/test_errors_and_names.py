@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sim.kubeapi import errors, names
-from sim.kubeapi.jsonpath import compile_path, evaluate, first
-from sim.kubeapi.tables import human_duration
+from sim.kubeapi.machinery import errors, names
+from sim.kubeapi.machinery.jsonpath import compile_path, evaluate, first
+from sim.kubeapi.storage.columns import human_duration
 
 
 def test_invalid_status_shape() -> None:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from sim.kubeapi import builtin_schemas, errors
-from sim.kubeapi.apply import server_side_apply
-from sim.kubeapi.managedfields import (
-    Shape,
+from sim.kubeapi.machinery import errors
+from sim.kubeapi.validation import builtin_schemas
+from sim.kubeapi.validation.shape import Shape
+from sim.kubeapi.writes.managedfields import (
     changed_paths,
     from_fields_v1,
     leaf_paths,
@@ -18,6 +18,7 @@ from sim.kubeapi.managedfields import (
     render_path,
     to_fields_v1,
 )
+from sim.kubeapi.writes.server_side_apply import server_side_apply
 
 DEPLOY = Shape(builtin_schemas.load().schema("apps", "v1", "Deployment"))
 

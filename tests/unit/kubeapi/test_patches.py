@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
-from sim.kubeapi import builtin_schemas
-from sim.kubeapi.patch import PatchError, PatchFormatError, json_patch, merge_patch
-from sim.kubeapi.strategic import strategic_merge_patch
+from sim.kubeapi.patches.failures import PatchError, PatchFormatError
+from sim.kubeapi.patches.json_patch import json_patch
+from sim.kubeapi.patches.merge_patch import merge_patch
+from sim.kubeapi.patches.strategic_merge import strategic_merge_patch
+from sim.kubeapi.validation import builtin_schemas
 
 
 def test_merge_patch_rfc7386_examples() -> None:

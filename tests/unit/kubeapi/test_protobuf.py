@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.kubeapi import protobuf
+from sim.kubeapi.http import protobuf_decoder
 
 
 def varint(value: int) -> bytes:
@@ -31,7 +31,7 @@ def chunk(field: int, value: bytes | str) -> bytes:
 
 def envelope(api_version: str, kind: str, body: bytes) -> bytes:
     type_meta = chunk(1, api_version) + chunk(2, kind)
-    return protobuf.MAGIC + chunk(1, type_meta) + chunk(2, body)
+    return protobuf_decoder.MAGIC + chunk(1, type_meta) + chunk(2, body)
 
 
 def meta(name: str) -> bytes:
@@ -66,7 +66,7 @@ def template(*containers: bytes, extra: bytes = b"") -> bytes:
 
 def test_pointer_fields_keep_zero_and_plain_fields_drop_it() -> None:
     spec = number(1, 0) + number(5, 0) + chunk(3, template(container("c", "img")))
-    decoded = protobuf.decode(deployment(spec))
+    decoded = protobuf_decoder.decode(deployment(spec))
     assert decoded == {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -87,7 +87,7 @@ def test_negative_numbers_int_or_string_and_quantities() -> None:
         chunk(1, "RollingUpdate")
         + chunk(2, chunk(1, number(1, 1) + chunk(3, "25%")) + chunk(2, number(2, 2))),
     )
-    decoded = protobuf.decode(deployment(spec))
+    decoded = protobuf_decoder.decode(deployment(spec))
     pod = decoded["spec"]["template"]["spec"]
     assert pod["priority"] == -5
     assert pod["containers"][0]["resources"] == {"requests": {"cpu": "500m"}}
@@ -99,23 +99,23 @@ def test_negative_numbers_int_or_string_and_quantities() -> None:
 
 def test_an_empty_pointer_message_is_kept() -> None:
     body = chunk(1, meta("budget")) + chunk(2, chunk(2, b""))
-    decoded = protobuf.decode(envelope("policy/v1", "PodDisruptionBudget", body))
+    decoded = protobuf_decoder.decode(envelope("policy/v1", "PodDisruptionBudget", body))
     assert decoded["spec"] == {"selector": {}}  # an empty selector selects every pod
 
 
 def test_unmapped_fields_must_be_zero() -> None:
     zero = template(container("c", "img", chunk(99, b""), number(98, 0)))
-    assert protobuf.decode(deployment(chunk(3, zero)))["spec"]["template"]
+    assert protobuf_decoder.decode(deployment(chunk(3, zero)))["spec"]["template"]
     # A livenessProbe (field 10) is not decoded: refused, not silently dropped.
     probe = container("c", "img", chunk(10, chunk(4, number(1, 5))))
-    with pytest.raises(protobuf.UnsupportedProtobufError, match=r"containers\.10"):
-        protobuf.decode(deployment(chunk(3, template(probe))))
+    with pytest.raises(protobuf_decoder.UnsupportedProtobufError, match=r"containers\.10"):
+        protobuf_decoder.decode(deployment(chunk(3, template(probe))))
 
 
 def test_unknown_kinds_and_bad_bodies_are_refused() -> None:
-    with pytest.raises(protobuf.UnsupportedProtobufError):
-        protobuf.decode(envelope("v1", "Pod", chunk(1, meta("p"))))
-    with pytest.raises(protobuf.UnsupportedProtobufError):
-        protobuf.decode(b"{}")
-    with pytest.raises(protobuf.UnsupportedProtobufError):
-        protobuf.decode(protobuf.MAGIC + b"\x0a\x05ab")
+    with pytest.raises(protobuf_decoder.UnsupportedProtobufError):
+        protobuf_decoder.decode(envelope("v1", "Pod", chunk(1, meta("p"))))
+    with pytest.raises(protobuf_decoder.UnsupportedProtobufError):
+        protobuf_decoder.decode(b"{}")
+    with pytest.raises(protobuf_decoder.UnsupportedProtobufError):
+        protobuf_decoder.decode(protobuf_decoder.MAGIC + b"\x0a\x05ab")

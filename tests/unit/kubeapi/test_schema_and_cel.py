@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kubeapi.cel import RuleChecker, compile_errors
-from sim.kubeapi.schema import Schema
+from sim.kubeapi.validation.cel import RuleChecker, compile_errors
+from sim.kubeapi.validation.schema import Schema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

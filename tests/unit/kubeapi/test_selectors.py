@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.kubeapi import errors
-from sim.kubeapi.selectors import (
+from sim.kubeapi.machinery import errors
+from sim.kubeapi.machinery.selectors import (
     from_label_selector_object,
     parse_field_selector,
     parse_label_selector,

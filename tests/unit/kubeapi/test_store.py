@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sim.kubeapi import errors
-from sim.kubeapi.store import Store
+from sim.kubeapi.machinery import errors
+from sim.kubeapi.storage.store import Store
 
 
 def _fields(obj: dict[str, Any]) -> dict[str, str]:

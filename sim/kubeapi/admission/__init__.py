@@ -1,0 +1,2 @@
+"""Admission control on the write path: the built-in plugins clients rely on, webhooks over
+HTTPS with AdmissionReview, and a throwaway PKI to serve webhooks with."""

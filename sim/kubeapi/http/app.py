@@ -1,0 +1,526 @@
+"""The HTTP face of the emulator: one aiohttp application that routes every request.
+
+Only HTTP concerns live here (paths, verbs, query options, content negotiation, status
+codes and headers); API semantics are in ``engine``, ``listing`` and ``watch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+from multidict import CIMultiDict, MultiDict, MultiMapping
+
+from sim.kubeapi.cluster.controllers import Controllers
+from sim.kubeapi.cluster.eviction import evict
+from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.http import discovery, openapi, protobuf_decoder
+from sim.kubeapi.http.faults import Faults
+from sim.kubeapi.http.routing import ResourcePath, parse
+from sim.kubeapi.kinds import register_builtins
+from sim.kubeapi.machinery import codec, errors
+from sim.kubeapi.machinery.query import (
+    dry_run,
+    field_validation,
+    list_options,
+    parse_bool,
+    parse_int,
+)
+from sim.kubeapi.reads import tables
+from sim.kubeapi.reads.listing import Representation, list_objects, render_list
+from sim.kubeapi.reads.watch import WatchSettings, serve_watch
+from sim.kubeapi.storage.resources import Registry, ResourceType
+from sim.kubeapi.storage.store import Store
+from sim.kubeapi.writes.engine import Engine
+from sim.kubeapi.writes.options import DeleteOptions, Result, WriteOptions
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+ACCEPTED_BODIES = ("application/json", "application/yaml", protobuf_decoder.CONTENT_TYPE)
+BODY_TYPES = ("", JSON, "application/yaml", "application/x-yaml", "text/yaml", "*/*")
+
+
+def representation(accept: str) -> Representation | None:
+    """Pick the response form from Accept; None when nothing acceptable is offered."""
+    if not accept:
+        return Representation()
+    for media in accept.split(","):
+        pieces = [p.strip() for p in media.split(";")]
+        mime = pieces[0].lower()
+        params = dict(p.split("=", 1) for p in pieces[1:] if "=" in p)
+        if mime not in (JSON, "*/*", "application/*", "application/yaml"):
+            continue
+        as_kind = params.get("as")
+        if as_kind is None:
+            return Representation()
+        if params.get("g") != "meta.k8s.io":
+            continue
+        if as_kind == "Table" and params.get("v") in ("v1", "v1beta1"):
+            return Representation(kind="table", table_version=params["v"])
+        if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList") and params.get(
+            "v"
+        ) in ("v1", "v1beta1"):
+            return Representation(kind="metadata")
+    return None
+
+
+def _content_type(rep: Representation) -> str:
+    if rep.kind == "table":
+        return f"{JSON};as=Table;v={rep.table_version};g=meta.k8s.io"
+    return JSON
+
+
+def _json_response(
+    body: Any,
+    *,
+    status: int = 200,
+    warnings: list[str] | None = None,
+    content_type: str = JSON,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    out: CIMultiDict[str] = CIMultiDict()
+    out["Content-Type"] = content_type
+    out["Cache-Control"] = "no-cache, private"
+    for warning in warnings or ():
+        out.add("Warning", '299 - "' + warning.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    for key, value in (headers or {}).items():
+        out[key] = value
+    data = body if isinstance(body, bytes) else codec.encode(body)
+    return web.Response(body=data, status=status, headers=out)
+
+
+def error_response(err: errors.ApiError) -> web.Response:
+    return _json_response(err.status(), status=err.code, headers=err.headers)
+
+
+class ApiServer:
+    """Store, registry, engine, controllers and faults behind one aiohttp application."""
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig()
+        self.store = Store(window=self.config.watch_window)
+        self.registry = Registry()
+        register_builtins(self.registry)
+        self.engine = Engine(config=self.config, store=self.store, registry=self.registry)
+        self.controllers = Controllers(self.engine)
+        self.faults = Faults(drop=self.store.drop_watches)
+        self._openapi_cache: dict[tuple[int, str, str], bytes] = {}
+        self.watch_settings = WatchSettings(
+            bookmark_interval=self.config.bookmark_interval_s,
+            default_timeout=self.config.default_watch_timeout_s,
+            too_large_wait=self.config.too_large_rv_wait_s,
+            coalesce=self.config.watch_coalesce_s,
+        )
+
+    async def seed(self) -> None:
+        ns_rt = self.registry.get("", "v1", "namespaces")
+        assert ns_rt is not None
+        for name in self.config.namespaces:
+            if self.store.bucket("namespaces").get("", name) is None:
+                body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                await self.engine.create(
+                    ns_rt,
+                    namespace="",
+                    body=body,
+                    opts=WriteOptions(field_manager="kube-apiserver"),
+                )
+
+    def app(self) -> web.Application:
+        application = web.Application(client_max_size=64 * 1024 * 1024)
+        application.router.add_route("*", "/{tail:.*}", self.handle)
+        return application
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._handle(request)
+        except errors.ApiError as err:
+            return error_response(err)
+        except asyncio.CancelledError:
+            raise
+        except ConnectionResetError:
+            # The client went away while sending (a killed controller, say): its body never
+            # fully arrived, nothing was written, and nobody is left to answer.
+            log.info("client gone before %s %s was read", request.method, request.path_qs)
+            return web.Response(status=499, text="client closed request")
+        except Exception as exc:
+            # Never swallow the cause: the traceback goes to the log (exc_info) and the
+            # exception's type and text into the log line and the 500 Status.
+            log.error(
+                "unexpected failure serving %s %s: %r",
+                request.method,
+                request.path_qs,
+                exc,
+                exc_info=exc,
+            )
+            return error_response(errors.internal_error(repr(exc)))
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path in HEALTH_PATHS or path.startswith(tuple(p + "/" for p in HEALTH_PATHS)):
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/version" or path == "/version/":
+            return _json_response(discovery.version_info(self.config))
+        if path.rstrip("/") == "/api":
+            return _json_response(discovery.api_versions(request.host))
+        if path.rstrip("/") == "/apis":
+            return _json_response(discovery.api_group_list(self.registry))
+        if path.startswith("/openapi/"):
+            return self._openapi(path)
+        parts = [p for p in path.split("/") if p]
+        if len(parts) == 2 and parts[0] == "apis":
+            group = discovery.api_group(self.registry, parts[1])
+            if group is None:
+                raise errors.path_not_found()
+            return _json_response(group)
+        info = parse(path)
+        if info is None:
+            raise errors.path_not_found()
+        if info.is_discovery:
+            doc = discovery.resource_list(self.registry, info.group, info.version)
+            if doc is None:
+                raise errors.path_not_found()
+            return _json_response(doc)
+        return await self._resource(request, info)
+
+    def _openapi(self, path: str) -> web.Response:
+        if path.rstrip("/") == "/openapi/v3":
+            return _json_response(openapi.index(self.registry))
+        if path.startswith("/openapi/v3/"):
+            rest = [p for p in path[len("/openapi/v3/") :].split("/") if p]
+            group, version = (
+                ("", rest[1])
+                if rest[:1] == ["api"] and len(rest) == 2
+                else ((rest[1], rest[2]) if rest[:1] == ["apis"] and len(rest) == 3 else ("", ""))
+            )
+            if version:
+                key = (self.registry.generation, group, version)
+                cached = self._openapi_cache.get(key)
+                if cached is None:
+                    doc = openapi.gv_document(
+                        self.registry,
+                        group,
+                        version,
+                        server_version=discovery.version_info(self.config)["gitVersion"],
+                    )
+                    if doc is not None:
+                        cached = codec.encode(doc)
+                        self._openapi_cache = {key: cached}
+                if cached is not None:
+                    return _json_response(cached)
+        raise errors.path_not_found()
+
+    # -- resources ------------------------------------------------------------------------------
+
+    async def _resource(self, request: web.Request, info: ResourcePath) -> web.StreamResponse:
+        rt = self.registry.get(info.group, info.version, info.resource)
+        if rt is None:
+            raise errors.path_not_found()
+        if info.namespace is not None and not rt.namespaced:
+            raise errors.path_not_found()
+        if info.subresource and info.subresource not in rt.subresources:
+            raise errors.path_not_found()
+        method = request.method
+        name = info.name
+        namespace = info.namespace if rt.namespaced else None
+        if rt.namespaced and name is not None and namespace is None:
+            raise errors.path_not_found()
+        query = request.query
+        is_watch = info.legacy_watch or (
+            method == "GET" and name is None and parse_bool(query, "watch")
+        )
+        verb = _verb(method, name, is_watch)
+        delay = self.faults.latency(verb, rt.plural)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        failure = self.faults.take_failure(verb, rt.plural, rt.group, name or "")
+        if failure is not None:
+            raise failure
+        if verb not in rt.verbs and not info.subresource:
+            raise errors.method_not_allowed(rt.plural, rt.group, verb)
+        rep = representation(request.headers.get("Accept", ""))
+        if rep is None:
+            raise errors.not_acceptable([JSON, "application/yaml"])
+        if rep.kind == "table":
+            include = query.get("includeObject") or "Metadata"
+            if include not in ("None", "Metadata", "Object"):
+                raise errors.bad_request(f"includeObject: unsupported value {include!r}")
+            rep = replace(rep, include_object=include)
+        if method == "GET":
+            if name is None:
+                return await self._list(request, rt, namespace, rep, watch=is_watch)
+            obj = self.engine.read(rt, namespace or "", name)
+            return self._object_response(rt, obj, rep)
+        opts = self._write_options(request)
+        if method == "POST":
+            if info.subresource == "eviction":
+                if name is None:
+                    raise errors.path_not_found()
+                body = await self._body(request)
+                requested = body.get("deleteOptions") if isinstance(body, dict) else None
+                result = await evict(
+                    self.engine,
+                    rt,
+                    namespace=namespace or "",
+                    name=name,
+                    body=body,
+                    options=delete_options(
+                        requested if isinstance(requested, dict) else {}, MultiDict()
+                    ),
+                    opts=opts,
+                )
+                return _json_response(result.body, status=result.code)
+            if info.subresource == "binding":
+                if name is None:
+                    raise errors.path_not_found()
+                result = await self.engine.bind(
+                    rt,
+                    namespace=namespace or "",
+                    name=name,
+                    body=await self._body(request),
+                    opts=opts,
+                )
+                return _json_response(result.body, status=result.code)
+            if name is not None or info.subresource:
+                raise errors.method_not_allowed(rt.plural, rt.group, "create")
+            body = await self._body(request)
+            result = await self.engine.create(rt, namespace=namespace or "", body=body, opts=opts)
+            return self._result(rt, result, rep)
+        if method == "PUT":
+            if name is None:
+                raise errors.method_not_allowed(rt.plural, rt.group, "update")
+            if info.subresource in ("binding", "eviction"):
+                raise errors.method_not_allowed(rt.plural, rt.group, "update")
+            body = await self._body(request)
+            result = await self.engine.update(
+                rt,
+                namespace=namespace or "",
+                name=name,
+                body=body,
+                opts=opts,
+                subresource=info.subresource,
+            )
+            return self._result(rt, result, rep)
+        if method == "PATCH":
+            if name is None or info.subresource in ("binding", "eviction", "finalize"):
+                raise errors.method_not_allowed(rt.plural, rt.group, "patch")
+            content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+            force = parse_bool(query, "force")
+            raw = await request.read()
+            result = await self.engine.patch(
+                rt,
+                namespace=namespace or "",
+                name=name,
+                content_type=content_type,
+                raw=raw,
+                opts=opts,
+                subresource=info.subresource,
+                force=force,
+            )
+            return self._result(rt, result, rep)
+        if method == "DELETE":
+            if info.subresource:
+                raise errors.method_not_allowed(rt.plural, rt.group, "delete")
+            options = await self._delete_options(request)
+            if options.dry_run:
+                opts = replace(opts, dry_run=True)
+            if name is None:
+                return await self._delete_collection(request, rt, namespace, options, opts)
+            result = await self.engine.delete(
+                rt, namespace=namespace or "", name=name, options=options, opts=opts
+            )
+            return self._result(rt, result, rep)
+        raise errors.method_not_allowed(rt.plural, rt.group, method.lower())
+
+    def _object_response(
+        self,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        rep: Representation,
+        *,
+        status: int = 200,
+        warnings: list[str] | None = None,
+    ) -> web.Response:
+        if rep.kind == "table":
+            body = tables.table(
+                rt,
+                [obj],
+                include_object=rep.include_object,
+                list_meta={"resourceVersion": obj.get("metadata", {}).get("resourceVersion", "")},
+            )
+            body["apiVersion"] = f"meta.k8s.io/{rep.table_version}"
+            return _json_response(
+                body, status=status, warnings=warnings, content_type=_content_type(rep)
+            )
+        if rep.kind == "metadata":
+            return _json_response(tables.partial_metadata(obj), status=status, warnings=warnings)
+        return _json_response(obj, status=status, warnings=warnings)
+
+    def _result(self, rt: ResourceType, result: Result, rep: Representation) -> web.Response:
+        if result.body.get("kind") == "Status":
+            return _json_response(result.body, status=result.code, warnings=result.warnings)
+        return self._object_response(
+            rt, result.body, rep, status=result.code, warnings=result.warnings
+        )
+
+    async def _list(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str | None,
+        rep: Representation,
+        *,
+        watch: bool,
+    ) -> web.StreamResponse:
+        opts = list_options(request.query, supported_fields=rt.selectable_fields(), watch=watch)
+        if opts.watch:
+            return await serve_watch(
+                request,
+                store=self.store,
+                rt=rt,
+                namespace=namespace,
+                opts=opts,
+                rep=rep,
+                content_type=_content_type(rep),
+                settings=self.watch_settings,
+                force_expired=self.faults.take_expired_watch(rt.plural),
+            )
+        body = await list_objects(
+            self.store, rt, namespace, opts, rep, too_large_wait=self.config.too_large_rv_wait_s
+        )
+        return _json_response(body, content_type=_content_type(rep))
+
+    async def _delete_collection(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str | None,
+        options: DeleteOptions,
+        opts: WriteOptions,
+    ) -> web.Response:
+        list_opts = list_options(
+            request.query, supported_fields=rt.selectable_fields(), watch=False
+        )
+        bucket = self.store.bucket(rt.storage)
+        targets = [
+            e
+            for e in bucket.entries(namespace)
+            if list_opts.labels.matches(e.labels) and list_opts.fields.matches(e.fields)
+        ]
+        deleted = []
+        for entry in targets:
+            try:
+                await self.engine.delete(
+                    rt, namespace=entry.namespace, name=entry.name, options=options, opts=opts
+                )
+            except errors.ApiError as err:
+                if err.code == 404:
+                    continue
+                raise
+            deleted.append(entry)
+        body = render_list(rt, deleted, {"resourceVersion": str(self.store.rv)}, Representation())
+        return _json_response(body)
+
+    # -- request parts --------------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        content_type = request.headers.get("Content-Type", JSON).split(";", 1)[0].strip().lower()
+        if content_type == protobuf_decoder.CONTENT_TYPE:
+            try:
+                return protobuf_decoder.decode(raw)
+            except protobuf_decoder.UnsupportedProtobufError:
+                raise errors.unsupported_media_type(content_type, ACCEPTED_BODIES) from None
+        if content_type not in BODY_TYPES:
+            raise errors.unsupported_media_type(content_type, ACCEPTED_BODIES)
+        try:
+            if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+                return codec.decode_yaml(raw)
+            return codec.decode(raw)
+        except codec.DecodeError as exc:
+            raise errors.bad_request(
+                f"couldn't get version/kind; json parse error: {exc}"
+            ) from None
+
+    def _write_options(self, request: web.Request) -> WriteOptions:
+        query = request.query
+        return WriteOptions(
+            dry_run=dry_run(query.getall("dryRun", [])),
+            field_manager=query.get("fieldManager", ""),
+            field_validation=field_validation(query),
+            user_agent=request.headers.get("User-Agent", ""),
+        )
+
+    async def _delete_options(self, request: web.Request) -> DeleteOptions:
+        body: dict[str, Any] = {}
+        raw = await request.read()
+        if raw.strip():
+            try:
+                decoded = codec.decode(raw)
+            except codec.DecodeError as exc:
+                raise errors.bad_request(f"couldn't decode DeleteOptions: {exc}") from None
+            if isinstance(decoded, dict):
+                body = decoded
+        return delete_options(body, request.query)
+
+
+def delete_options(body: Mapping[str, Any], query: MultiMapping[str]) -> DeleteOptions:
+    """DeleteOptions from a request's body and query (the query wins), checked like the server."""
+    grace = parse_int(query, "gracePeriodSeconds")
+    if grace is None and isinstance(body.get("gracePeriodSeconds"), int):
+        grace = body["gracePeriodSeconds"]
+    policy = query.get("propagationPolicy") or body.get("propagationPolicy")
+    orphan: bool | None = None
+    if query.get("orphanDependents", "") != "":
+        orphan = parse_bool(query, "orphanDependents")
+    elif isinstance(body.get("orphanDependents"), bool):
+        orphan = body["orphanDependents"]
+    problems = []
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        problems.append(
+            errors.not_supported("propagationPolicy", policy, (*PROPAGATION_POLICIES, "nil"))
+        )
+    if policy is not None and orphan is not None:
+        problems.append(
+            errors.invalid(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            )
+        )
+    if problems:
+        raise errors.invalid_options("DeleteOptions", problems)
+    preconditions = body.get("preconditions") or {}
+    dry = query.getall("dryRun", []) or list(body.get("dryRun") or [])
+    return DeleteOptions(
+        grace_period_seconds=grace,
+        propagation_policy=policy,
+        orphan_dependents=orphan,
+        precondition_uid=preconditions.get("uid"),
+        precondition_rv=preconditions.get("resourceVersion"),
+        dry_run=dry_run(dry),
+    )
+
+
+def _verb(method: str, name: str | None, watch: bool) -> str:
+    if method == "GET":
+        if name is not None:
+            return "get"
+        return "watch" if watch else "list"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if name is not None else "deletecollection"
+    return method.lower()

@@ -1,0 +1,247 @@
+"""WATCH: newline-delimited JSON events over one chunked HTTP response.
+
+Start points, as on the real server:
+- ``resourceVersion`` unset or ``"0"``: one synthetic ADDED per existing object, then live;
+- ``N``: every stored event newer than ``N``, then live; when some of them have left the
+  window, a single ERROR event carrying ``410 Expired`` and the stream ends;
+- ``sendInitialEvents=true``: the synthetic ADDEDs, then a BOOKMARK annotated
+  ``k8s.io/initial-events-end: "true"``, then live.
+
+Selectors apply to both the old and the new state of each change, so an object that starts
+matching arrives as ADDED and one that stops matching as DELETED. A watcher that falls
+behind the window, a dropped stream (fault injection) and ``timeoutSeconds`` all end the
+response cleanly; clients then resume from the last resourceVersion they saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from sim.kubeapi.machinery import codec, errors
+from sim.kubeapi.machinery.query import ListOptions, parse_rv
+from sim.kubeapi.reads import tables
+from sim.kubeapi.reads.listing import Representation, matcher, wait_for_rv
+from sim.kubeapi.storage.resources import ResourceType
+from sim.kubeapi.storage.store import WATCH_INDEXED_FIELDS, Entry, Event, Store
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+class WatchStream:
+    """One watcher: filters and encodes events for its request."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        rt: ResourceType,
+        namespace: str | None,
+        opts: ListOptions,
+        rep: Representation,
+    ) -> None:
+        self.store = store
+        self.rt = rt
+        self.namespace = namespace
+        self.opts = opts
+        self.rep = rep
+        base = matcher(namespace, opts)
+        if namespace is None:
+            self.accept: Callable[[Entry], bool] = base
+        else:
+            self.accept = lambda e: e.namespace == namespace and base(e)
+        self.shared_lines = rep.kind == "object" and rt.is_storage
+        self._headers_sent = False
+        # A watcher pinned to one value of an indexed field waits only for changes to it.
+        self.wake_key: tuple[str, str] | None = next(
+            (
+                (field, value)
+                for field in WATCH_INDEXED_FIELDS
+                if (value := opts.fields.exact(field)) is not None
+            ),
+            None,
+        )
+
+    # -- encoding -------------------------------------------------------------------------------
+
+    def _encode(self, type_: str, raw: bytes) -> bytes:
+        obj: Any = self.rt.from_storage(codec.decode(raw))
+        if self.rep.kind == "table":
+            obj = tables.table(self.rt, [obj], include_object=self.rep.include_object)
+            obj["apiVersion"] = f"meta.k8s.io/{self.rep.table_version}"
+        elif self.rep.kind == "metadata":
+            obj = tables.partial_metadata(obj)
+        return codec.encode({"type": type_, "object": obj}) + b"\n"
+
+    def event_line(self, ev: Event) -> bytes | None:
+        now_match = ev.type != "DELETED" and self.accept(ev.entry)
+        was_match = ev.prev is not None and self.accept(ev.prev)
+        if ev.type == "ADDED":
+            kind = "ADDED" if now_match else None
+        elif ev.type == "DELETED":
+            kind = "DELETED" if was_match else None
+        elif now_match:
+            kind = "MODIFIED" if was_match else "ADDED"
+        else:
+            kind = "DELETED" if was_match else None
+        if kind is None:
+            return None
+        if self.shared_lines:
+            return ev.line(kind)
+        raw = (
+            ev.prev_with_event_rv()
+            if (kind == "DELETED" and ev.type == "MODIFIED")
+            else ev.entry.raw
+        )
+        return self._encode(kind, raw)
+
+    def added_line(self, entry: Entry) -> bytes:
+        if self.shared_lines:
+            return b'{"type":"ADDED","object":' + entry.raw + b"}\n"
+        return self._encode("ADDED", entry.raw)
+
+    def bookmark_line(self, rv: int, *, initial_end: bool = False) -> bytes:
+        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_end:
+            metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
+        obj = {"kind": self.rt.kind, "apiVersion": self.rt.api_version, "metadata": metadata}
+        return codec.encode({"type": "BOOKMARK", "object": obj}) + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """Server-wide watch timing (see ServerConfig)."""
+
+    bookmark_interval: float
+    default_timeout: float
+    too_large_wait: float
+    coalesce: float
+
+
+def error_line(err: errors.ApiError) -> bytes:
+    return codec.encode({"type": "ERROR", "object": err.status()}) + b"\n"
+
+
+async def serve_watch(
+    request: web.Request,
+    *,
+    store: Store,
+    rt: ResourceType,
+    namespace: str | None,
+    opts: ListOptions,
+    rep: Representation,
+    content_type: str,
+    settings: WatchSettings,
+    force_expired: bool,
+) -> web.StreamResponse:
+    bucket = store.bucket(rt.storage)
+    stream = WatchStream(store=store, rt=rt, namespace=namespace, opts=opts, rep=rep)
+    rv_text = opts.resource_version
+    initial = (
+        opts.send_initial_events if opts.send_initial_events is not None else rv_text in ("", "0")
+    )
+    start_rv = 0
+    expired: errors.ApiError | None = None
+    if force_expired:
+        requested = parse_rv(rv_text) if rv_text not in ("", "0") else store.rv
+        expired = errors.too_old_resource_version(requested, store.rv)
+    elif rv_text not in ("", "0"):
+        start_rv = parse_rv(rv_text)
+        if start_rv > store.rv:
+            await wait_for_rv(store, start_rv, settings.too_large_wait)
+        if start_rv < bucket.floor and not initial:
+            expired = errors.too_old_resource_version(start_rv, bucket.floor)
+
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache, private"}
+    )
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    if expired is not None:
+        await response.write(error_line(expired))
+        await response.write_eof()
+        return response
+
+    timeout = float(opts.timeout_seconds) if opts.timeout_seconds else settings.default_timeout
+    deadline = time.monotonic() + timeout
+    epoch = bucket.drop_epoch
+    try:
+        if initial:
+            snapshot = list(bucket.entries(namespace))
+            start_rv = store.rv
+            lines = [stream.added_line(e) for e in snapshot if stream.accept(e)]
+            if opts.send_initial_events:
+                lines.append(stream.bookmark_line(start_rv, initial_end=True))
+            if lines:
+                await response.write(b"".join(lines))
+        elif rv_text in ("", "0"):
+            start_rv = store.rv
+        await _follow(
+            response,
+            stream,
+            bucket_name=rt.storage,
+            store=store,
+            last_rv=start_rv,
+            epoch=epoch,
+            deadline=deadline,
+            bookmarks=opts.allow_bookmarks,
+            interval=settings.bookmark_interval,
+            coalesce=settings.coalesce,
+        )
+        await response.write_eof()
+    except (ConnectionResetError, ConnectionError):
+        pass
+    return response
+
+
+async def _follow(
+    response: web.StreamResponse,
+    stream: WatchStream,
+    *,
+    bucket_name: str,
+    store: Store,
+    last_rv: int,
+    epoch: int,
+    deadline: float,
+    bookmarks: bool,
+    interval: float,
+    coalesce: float,
+) -> None:
+    bucket = store.bucket(bucket_name)
+    next_bookmark = time.monotonic() + interval
+    while True:
+        changed = bucket.changed(stream.wake_key)
+        if bucket.drop_epoch != epoch:
+            return
+        try:
+            events = bucket.events_after(last_rv, stream.wake_key)
+        except errors.ApiError:
+            return  # fell out of the window: end the stream; the client's resume gets 410
+        if events:
+            last_rv = events[-1].rv
+            chunk = [line for ev in events if (line := stream.event_line(ev)) is not None]
+            if chunk:
+                await response.write(b"".join(chunk))
+            if time.monotonic() < deadline:
+                continue
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        if bookmarks and now >= next_bookmark:
+            await response.write(stream.bookmark_line(max(store.rv, last_rv)))
+            next_bookmark = now + interval
+            continue
+        wake_at = min(deadline, next_bookmark) if bookmarks else deadline
+        try:
+            async with asyncio.timeout(max(0.0, wake_at - now)):
+                await changed.wait()
+        except TimeoutError:
+            continue
+        if coalesce:
+            # Let a burst of writes accumulate: one socket write for many events.
+            await asyncio.sleep(coalesce)
