@@ -65,59 +65,61 @@ def _domain_cells(domain: DomainRow) -> list[str]:
 
 def render(report: Report, *, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
-    lines: list[str] = ["DOMAINS (Kubernetes API)"]
-    if not report.kubernetes_reachable:
-        lines.append(_UNAVAILABLE)
-    elif report.domains:
-        rows = [_domain_cells(domain) for domain in report.domains]
-        table = _table(["NAMESPACE", "NAME", "PHASE", "CLIQUE", "CHANNEL", "MEMBERS"], rows)
-        lines.append(table[0])
-        for domain, line in zip(report.domains, table[1:], strict=True):
-            lines.append(line)
-            lines += domain_lines(domain)
-    else:
-        lines.append("  no ComputeDomains")
+    lines = ["DOMAINS (Kubernetes API)"]
+    lines += _domains_section(report) if report.kubernetes_reachable else [_UNAVAILABLE]
     lines += ["", "CLIQUES (capacity snapshots on NATS)"]
-    if not report.nats_reachable:
-        lines.append(_UNAVAILABLE)
-    elif report.cliques:
-        rows = [
-            [
-                clique.clique,
-                f"{clique.nodes_healthy}/{clique.nodes_total}",
-                f"{clique.gpus_free}/{clique.gpus_total}",
-                str(clique.largest_free_block),
-                str(clique.domains),
-                str(clique.channels_free),
-                _age(clique.as_of, now),
-            ]
-            for clique in report.cliques
-        ]
-        lines += _table(
-            ["CLIQUE", "NODES OK", "GPUS FREE", "LARGEST FREE", "DOMAINS", "CHANNELS", "AGE"],
-            rows,
-        )
-    else:
-        lines.append("  no capacity published yet (the clique allocator publishes it)")
+    lines += _cliques_section(report, now) if report.nats_reachable else [_UNAVAILABLE]
     lines += ["", "NODES BY CLIQUE (Kubernetes API)"]
-    if not report.kubernetes_reachable:
-        lines.append(_UNAVAILABLE)
-    elif report.nodes:
-        rows = [
-            [
-                group.clique,
-                str(group.nodes),
-                str(group.ready),
-                str(group.imex_ready),
-                ", ".join(group.faulted) or "-",
-            ]
-            for group in report.nodes
-        ]
-        lines += _table(["CLIQUE", "NODES", "READY", "IMEX READY", "GPU FAULT"], rows)
-    else:
-        lines.append("  no nodes")
+    lines += _nodes_section(report) if report.kubernetes_reachable else [_UNAVAILABLE]
     lines += [f"note: {note}" for note in report.notes]
     return "\n".join(lines)
+
+
+def _domains_section(report: Report) -> list[str]:
+    if not report.domains:
+        return ["  no ComputeDomains"]
+    rows = [_domain_cells(domain) for domain in report.domains]
+    table = _table(["NAMESPACE", "NAME", "PHASE", "CLIQUE", "CHANNEL", "MEMBERS"], rows)
+    lines = [table[0]]
+    for domain, line in zip(report.domains, table[1:], strict=True):
+        lines.append(line)
+        lines += domain_lines(domain)
+    return lines
+
+
+def _cliques_section(report: Report, now: datetime) -> list[str]:
+    if not report.cliques:
+        return ["  no capacity published yet (the clique allocator publishes it)"]
+    rows = [
+        [
+            clique.clique,
+            f"{clique.nodes_healthy}/{clique.nodes_total}",
+            f"{clique.gpus_free}/{clique.gpus_total}",
+            str(clique.largest_free_block),
+            str(clique.domains),
+            str(clique.channels_free),
+            _age(clique.as_of, now),
+        ]
+        for clique in report.cliques
+    ]
+    headers = ["CLIQUE", "NODES OK", "GPUS FREE", "LARGEST FREE", "DOMAINS", "CHANNELS", "AGE"]
+    return _table(headers, rows)
+
+
+def _nodes_section(report: Report) -> list[str]:
+    if not report.nodes:
+        return ["  no nodes"]
+    rows = [
+        [
+            group.clique,
+            str(group.nodes),
+            str(group.ready),
+            str(group.imex_ready),
+            ", ".join(group.faulted) or "-",
+        ]
+        for group in report.nodes
+    ]
+    return _table(["CLIQUE", "NODES", "READY", "IMEX READY", "GPU FAULT"], rows)
 
 
 def _age(moment: datetime, now: datetime) -> str:
