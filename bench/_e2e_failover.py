@@ -24,9 +24,9 @@ from pathlib import Path
 
 from bench._e2e_probe import Look, NodeLook, look, look_nodes, placement_of, poll
 from bench._e2e_workloads import Scenario
-from shared.cli import simctl
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
+from sim import control as simctl
 
 FABRIC_LOST: dict[str, object] = {"kind": "fabric", "gpu": None, "state": "not_started"}
 

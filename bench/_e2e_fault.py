@@ -23,8 +23,8 @@ from pathlib import Path
 
 from bench._e2e_probe import Look, look, look_nodes, poll
 from bench._e2e_workloads import Scenario
-from shared.cli import simctl
 from shared.kube.client import KubeClient
+from sim import control as simctl
 
 FATAL_XID = 79
 """The GPU has fallen off the bus: fatal, the health monitor taints the node NoExecute."""

@@ -76,9 +76,9 @@ from bench._e2e_workloads import (
 )
 from bench._e2e_workloads import seed as seed_scenario
 from bench._e2e_workloads import slices as slices_scenario
-from shared.cli import simctl
-from shared.cli.state import require_cluster
 from shared.kube.client import KubeClient
+from sim import control as simctl
+from sim.control.state import require_cluster
 from sim.topology import TOPOLOGIES_DIR
 
 KUBECTL = Path(sys.executable).parent / "kubectl"

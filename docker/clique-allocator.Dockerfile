@@ -9,6 +9,7 @@ COPY pyproject.toml README.md ./
 COPY services ./services
 COPY shared ./shared
 COPY sim ./sim
+COPY cli ./cli
 # The project and its runtime dependencies, without the dev extra; pip itself is not kept.
 RUN python -m venv /opt/cdo \
     && /opt/cdo/bin/pip install --no-cache-dir . \

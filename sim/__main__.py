@@ -19,14 +19,20 @@ import signal
 import sys
 from pathlib import Path
 
-import msgspec
 from aiohttp import web
 
+from shared.command_errors import CommandError
 from sim.cluster import ClusterOptions, SimulatedCluster
-from sim.control import STATE_FILE, ClusterInfo, call, control_app, read_info
+from sim.control.api import control_app
+from sim.control.http import request
+from sim.control.state import (
+    CLUSTER_FILE,
+    DEFAULT_STATE_DIR,
+    ClusterFile,
+    require_cluster,
+    write_cluster,
+)
 from sim.topology import DEFAULT_TOPOLOGY, TopologyError
-
-DEFAULT_STATE_DIR = Path(".cdo") / "sim"
 
 
 async def up(args: argparse.Namespace) -> int:
@@ -48,13 +54,13 @@ async def up(args: argparse.Namespace) -> int:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        info = ClusterInfo(
+        info = ClusterFile(
             kubeconfig=str(cluster.kubeconfig),
             api_url=cluster.url,
             control_url=f"http://127.0.0.1:{port}",
             pid=os.getpid(),
         )
-        (state_dir / STATE_FILE).write_bytes(msgspec.json.encode(info))
+        write_cluster(state_dir, info)
         cliques = sorted({node.clique for node in cluster.topology.nodes})
         print(
             f"simulated cluster up: {len(cluster.topology.nodes)} nodes in {len(cliques)} cliques"
@@ -66,23 +72,23 @@ async def up(args: argparse.Namespace) -> int:
         try:
             await stop.wait()
         finally:
-            (state_dir / STATE_FILE).unlink(missing_ok=True)
+            (state_dir / CLUSTER_FILE).unlink(missing_ok=True)
             await runner.cleanup()
     return 0
 
 
 def status(args: argparse.Namespace) -> int:
-    info = read_info(args.state_dir)
+    info = require_cluster(args.state_dir)
     print(f"API server {info.api_url}  kubeconfig {info.kubeconfig}  pid {info.pid}")
-    for node in call(info, "GET", "/nodes"):
+    for node in request(info.control_url, "GET", "/nodes"):
         state = "on " if node["powered"] else "OFF"
         print(f"  {state} {node['name']:<20} {node['address']:<15} {node['clique']}")
     return 0
 
 
 def power(args: argparse.Namespace) -> int:
-    info = read_info(args.state_dir)
-    result = call(info, "POST", f"/nodes/{args.node}/power/{args.state}")
+    info = require_cluster(args.state_dir)
+    result = request(info.control_url, "POST", f"/nodes/{args.node}/power/{args.state}")
     print(f"{result['name']}: {'on' if result['powered'] else 'off'}")
     return 0
 
@@ -117,6 +123,8 @@ def main() -> None:
         raise SystemExit(status(args) if args.command == "status" else power(args))
     except TopologyError as error:
         raise SystemExit(f"bad topology: {error}") from None
+    except CommandError as error:
+        raise SystemExit(str(error)) from None
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""How a service reaches NATS and lays out JetStream, read from CDO_NATS_* variables."""
+"""How a service reaches NATS and lays out JetStream, read from CDO_NATS_* variables; and the
+same settings paced for a short-lived client (a command, the demo's event feed)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from msgspec import Meta
 
-from shared.settings import Settings
+from shared.settings import Settings, load_settings
 
 
 class NatsSettings(Settings, frozen=True, kw_only=True):
@@ -49,3 +51,22 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
         bool,
         Meta(description="Create or update the stream and bucket at start (needs the rights)."),
     ] = True
+
+
+def client_settings(url: str, *, reconnect_forever: bool = False) -> NatsSettings:
+    """The CDO_NATS_* settings (stream and bucket names, credentials, TLS) with ``url`` and a
+    client's own pacing: it never manages JetStream, and fails fast unless it follows a stream.
+
+    Raises ConfigError when a CDO_NATS_* variable is invalid.
+    """
+    base = load_settings(NatsSettings, prefix="CDO_NATS_")
+    return msgspec.structs.replace(
+        base,
+        url=url,
+        connect_timeout_s=2.0,
+        reconnect_wait_s=0.5 if reconnect_forever else 0.2,
+        # nats-py counts the first connection against the reconnect budget too: a budget of
+        # one gives up on an unreachable server at once.
+        max_reconnect_attempts=-1 if reconnect_forever else 1,
+        manage_jetstream=False,
+    )

@@ -14,9 +14,9 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.cli import simctl
-from shared.cli.errors import CliError
-from shared.cli.state import read_controlplane, read_record
+from shared.command_errors import CommandError
+from sim import control as simctl
+from sim.control.state import read_controlplane, read_record
 
 DEFAULT_STATE_DIR = Path(".cdo") / "demo"
 
@@ -92,7 +92,7 @@ def bring_up(state_dir: Path, *, say: Callable[[str], None], timeout_s: float) -
     )
     try:
         simctl.up(options, say=_until_hints(say))
-    except CliError as exc:
+    except CommandError as exc:
         raise BringUpError(str(exc)) from exc
     record = read_record(state_dir)
     if record is None:

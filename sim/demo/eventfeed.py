@@ -16,7 +16,7 @@ from opentelemetry import trace
 
 from shared.bus import EventBus, StartAt
 from shared.bus.cloudevents import decode, lowercase_headers
-from shared.cli.connection import nats_settings
+from shared.bus.settings import client_settings
 from shared.errors import EventError
 from shared.events.subjects import ALL_EVENTS
 from shared.metrics import Metrics
@@ -31,7 +31,7 @@ class EventFeed:
     def __init__(
         self, url: str, *, tally: Tally, show: Callable[[str], None], since: datetime
     ) -> None:
-        self._settings = nats_settings(url, reconnect_forever=True)
+        self._settings = client_settings(url, reconnect_forever=True)
         self._tally = tally
         self._show = show
         self._since = since

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 
 from opentelemetry.trace import Tracer
 
-from shared.cli import simctl
-from shared.cli.errors import CliError
+from shared.command_errors import CommandError
+from sim import control as simctl
 from sim.demo import kubectl
 from sim.demo.bringup import Running
 from sim.demo.eventfeed import EventFeed
@@ -101,7 +101,7 @@ async def _set_fabric(running: Running, nodes: Sequence[str], *, lost: bool) -> 
 
     try:
         await asyncio.to_thread(inject)
-    except CliError as exc:
+    except CommandError as exc:
         raise StoryError(
             f"the node host refused the fault: {exc}", logs=[running.log("nodehost")]
         ) from exc

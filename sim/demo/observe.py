@@ -13,7 +13,6 @@ from datetime import datetime
 
 import msgspec
 
-from shared.cli.status import domain_phase
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
 from shared.crds.names import (
     CLIQUE_LABEL,
@@ -22,6 +21,7 @@ from shared.crds.names import (
     PLACED_CONDITION,
     PLACEMENT_GATE,
 )
+from shared.crds.phase import domain_phase
 from shared.kube.client import KubeClient
 from shared.kube.models import Node, Pod
 from shared.kube.resources import NODES, PODS

@@ -2,7 +2,7 @@
 
 The node host's control API (``GET /imex``) reports, per hosted node, the daemon instances it
 started and the restarts its IMEX agent counted; :func:`read_counts` takes such a reading,
-:func:`shared.cli.simctl.imex_restarts` turns two readings into restarts per node, and
+:func:`sim.control.imex_restarts` turns two readings into restarts per node, and
 :func:`restarts_phrase` (pure) says them for a note or the summary.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from shared.cli import simctl
-from shared.cli.errors import CliError
+from shared.command_errors import CommandError
+from sim import control as simctl
 from sim.demo.bringup import Running
 from sim.demo.monitor import StoryError
 
@@ -21,7 +21,7 @@ async def read_counts(running: Running) -> dict[str, simctl.ImexCount]:
     """Every node's IMEX counters now, from the node host."""
     try:
         return await asyncio.to_thread(simctl.imex_counts, running.state_dir)
-    except CliError as exc:
+    except CommandError as exc:
         raise StoryError(
             f"the node host did not report its IMEX daemons: {exc}",
             logs=[running.log("nodehost")],

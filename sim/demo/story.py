@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 
 from opentelemetry.trace import Tracer
 
-from shared.cli import simctl
-from shared.cli.errors import CliError
+from shared.command_errors import CommandError
 from shared.kube.client import KubeClient
+from sim import control as simctl
 from sim.demo import kubectl
 from sim.demo.bringup import Running
 from sim.demo.eventfeed import EventFeed
@@ -71,7 +71,7 @@ async def _fault(
 ) -> None:
     try:
         await asyncio.to_thread(simctl.fault, running.state_dir, node, body, say=screen.live)
-    except CliError as exc:
+    except CommandError as exc:
         raise StoryError(
             f"the node host refused the fault: {exc}", logs=[running.log("nodehost")]
         ) from exc

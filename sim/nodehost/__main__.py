@@ -25,11 +25,13 @@ from pathlib import Path
 import msgspec
 from opentelemetry.sdk.trace import TracerProvider
 
+from shared.command_errors import CommandError
 from shared.errors import ConfigError
 from shared.runtime import ServiceContext, run_service
 from shared.runtime.service import EXIT_CONFIG
 from shared.tracing import INSTRUMENTATION_NAME, setup_tracing
-from sim.control import ClusterInfo, call, read_info
+from sim.control.http import request
+from sim.control.state import ClusterFile, require_cluster
 from sim.kubelet import connect_for_kubelets
 from sim.nodehost.control import ControlServer, NodeHostInfo, write_info
 from sim.nodehost.host import AGENT, MONITOR, NodeHost, Tracers
@@ -93,9 +95,11 @@ def select_nodes(nodes: list[TopologyNode], patterns: str) -> list[TopologyNode]
     return [node for node in nodes if any(fnmatch.fnmatchcase(node.name, p) for p in wanted)]
 
 
-def check_against_cluster(info: ClusterInfo, nodes: list[TopologyNode]) -> None:
+def check_against_cluster(info: ClusterFile, nodes: list[TopologyNode]) -> None:
     """ConfigError when the running cluster does not have these nodes at these addresses."""
-    known = {entry["name"]: entry["address"] for entry in call(info, "GET", "/nodes")}
+    known = {
+        entry["name"]: entry["address"] for entry in request(info.control_url, "GET", "/nodes")
+    }
     wrong = [
         node.name
         if node.name not in known
@@ -144,11 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             kubelet_root=lambda name: state_dir / "nodes" / name,
         )
         layout.check([node.name for node in nodes])
-        info = read_info(state_dir)
+        info = require_cluster(state_dir)
         check_against_cluster(info, nodes)
     except (ConfigError, TopologyError) as exc:
         print(f"{COMPONENT}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except CommandError as exc:  # no cluster runs there, or it does not answer
+        print(f"{COMPONENT}: {exc}", file=sys.stderr)
+        return 1
 
     async def setup(ctx: ServiceContext) -> None:
         if ctx.settings.log_level.lower() != "debug":

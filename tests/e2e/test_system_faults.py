@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from shared.cli import simctl
 from shared.crds.names import GPU_FAULT_TAINT, GPU_HEALTHY_CONDITION
 from shared.events import subjects
 from shared.events.catalog import DomainMembershipChanged, NodeFault, NodeRecovered
 from shared.kube.models import Node
+from sim import control as simctl
 from tests.e2e.whole_system import EventTap, WholeSystem, running_whole_system
 from tests.support.wait import wait_for
 

@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from shared.cli import simctl
 from shared.crds import PLACEMENTS, Placement
 from shared.crds.names import GPU_FAULT_TAINT, PLACED_CONDITION
 from shared.kube.models import Pod
 from shared.kube.resources import JOBS
+from sim import control as simctl
 from tests.e2e.whole_system import (
     CLIQUE_ALLOCATOR,
     WholeSystem,

@@ -1,6 +1,6 @@
 """The whole cdo system on the simulator, started as ``cdo sim up`` starts it, for end-to-end tests.
 
-:func:`running_whole_system` brings up, through :func:`shared.cli.simctl.up`, a real nats-server,
+:func:`running_whole_system` brings up, through :func:`sim.control.up`, a real nats-server,
 the API emulator with 36 simulated nodes, the control plane (domain controller and clique
 allocator as child processes it restarts) and the node host (every node's IMEX agent and health
 monitor), in a short temporary state directory (unix socket paths are limited). It takes about
@@ -34,10 +34,7 @@ import nats
 from nats.aio.msg import Msg
 
 from shared.bus.cloudevents import decode, lowercase_headers
-from shared.cli import simctl
-from shared.cli.errors import CliError
-from shared.cli.state import Record, read_controlplane, read_nodehost, read_record
-from shared.cli.state import write_record as write_cdo_record
+from shared.command_errors import CommandError
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
 from shared.crds.names import (
     CLIQUE_LABEL,
@@ -57,6 +54,9 @@ from shared.kube.resources import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
 )
+from sim import control as simctl
+from sim.control.state import Record, read_controlplane, read_nodehost, read_record
+from sim.control.state import write_record as write_cdo_record
 from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,7 +224,7 @@ class WholeSystem:
     async def cdo(self, *args: str) -> str:
         """``cdo ARGS --state-dir <this system>``, as a user runs it; its stdout."""
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "shared.cli", *args, "--state-dir", str(self.state_dir),
+            sys.executable, "-m", "cli", *args, "--state-dir", str(self.state_dir),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")},
         )  # fmt: skip
@@ -458,7 +458,7 @@ class WholeSystem:
                 return False
             try:
                 nodes = simctl.request(host.control_url, "GET", "/nodes")
-            except CliError:
+            except CommandError:
                 return False
             return all(
                 not node["powered"] or (node["imex_ready"] and node["node_synced"])
@@ -600,7 +600,7 @@ async def running_whole_system(
     finally:
         if client is not None:
             await client.close()
-        with contextlib.suppress(CliError):
+        with contextlib.suppress(CommandError):
             await asyncio.to_thread(simctl.down, state_dir, say=lines.append)
         if os.environ.get(KEEP_ENV) != "1":
             shutil.rmtree(state_dir, ignore_errors=True)

@@ -1,6 +1,6 @@
 """Running the ``cdo`` command as a user does: a separate process, its exit code and output.
 
-``python -m shared.cli`` is what the ``cdo`` console script runs. The environment is the test's
+``python -m cli`` is what the ``cdo`` console script runs. The environment is the test's
 minus the variables that would point the command elsewhere (KUBECONFIG, CDO_NATS_URL,
 CDO_SIM_STATE_DIR), so each test says where the cluster and NATS are.
 """
@@ -34,7 +34,7 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 def cdo(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> Result:
     """Run ``cdo ARGS`` and wait for it (blocking: only for tests without in-process servers)."""
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -49,7 +49,7 @@ async def acdo(*args: str, env: dict[str, str] | None = None, limit_s: float = 6
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "shared.cli",
+        "cli",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -92,7 +92,7 @@ async def test_follow_prints_new_events_until_interrupted(
     out = tmp_path / "follow.out"
     with out.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "shared.cli", "events", "--follow", "--json",
+            sys.executable, "-m", "cli", "events", "--follow", "--json",
             "--nats-url", nats_server.url, "--state-dir", str(tmp_path),
             stdout=sink, stderr=asyncio.subprocess.PIPE, env=environment(),
         )  # fmt: skip

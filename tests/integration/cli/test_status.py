@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from shared.cli.status import DomainClique, Report, domain_row, render
+from cli.status import DomainClique, Report, domain_row, render
 from shared.crds import ComputeDomain
 
 A = "9e1c3a52-0000-4000-8000-00000000c0de.1"

@@ -33,7 +33,7 @@ from shared.crds.names import (
     PLACEMENT_GATE,
 )
 from shared.crds.placement import PlacementSpec, SliceMember
-from shared.events import CliqueCapacity, Event
+from shared.events import CliqueCapacity
 from shared.events.subjects import CLIQUE_CAPACITY, CLIQUE_SNAPSHOT
 from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject
@@ -47,6 +47,7 @@ from shared.kube.resources import (
     RESOURCE_CLAIM_TEMPLATES,
 )
 from sim.kubeapi.admission.certificates import CertificateAuthority
+from tests.support.eventlog import EventLog
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for
 
@@ -505,34 +506,17 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-class CapacityLog:
-    """The CliqueCapacity events an observer's bus receives."""
+class CapacityLog(EventLog[CliqueCapacity]):
+    """The CliqueCapacity events an observer's bus receives, by clique."""
 
     def __init__(self, bus: EventBus) -> None:
-        self.bus = bus
-        self.events: list[CliqueCapacity] = []
-
-    async def start(self) -> CapacityLog:
-        async def on_event(event: Event) -> None:
-            if isinstance(event, CliqueCapacity):
-                self.events.append(event)
-
-        await self.bus.subscribe(CLIQUE_CAPACITY.wildcard(), on_event)
-        await self.bus.nc.flush()
-        return self
-
-    def of(self, clique: str) -> list[CliqueCapacity]:
-        return [e for e in self.events if e.clique == clique]
-
-    def latest(self, clique: str) -> CliqueCapacity | None:
-        found = self.of(clique)
-        return found[-1] if found else None
-
-    async def snapshot(self, clique: str) -> CliqueCapacity | None:
-        for event in await self.bus.snapshots(CLIQUE_SNAPSHOT.render(clique=clique)):
-            if isinstance(event, CliqueCapacity):
-                return event
-        return None
+        super().__init__(
+            bus,
+            kind=CliqueCapacity,
+            subject=CLIQUE_CAPACITY.wildcard(),
+            key=lambda event: event.clique,
+            snapshot_key=lambda clique: CLIQUE_SNAPSHOT.render(clique=clique),
+        )
 
     async def node_seen_unhealthy(self, clique: str, node: str) -> None:
         """Wait until the allocator has published ``node`` as unhealthy: from then on it does

@@ -91,4 +91,4 @@ def test_dockerignore_sends_only_the_package_sources() -> None:
     ]
     assert lines[0] == "*"
     allowed = sorted(line[1:].rstrip("/") for line in lines if line.startswith("!"))
-    assert allowed == ["README.md", "pyproject.toml", "services", "shared", "sim"]
+    assert allowed == ["README.md", "cli", "pyproject.toml", "services", "shared", "sim"]

@@ -16,12 +16,13 @@ import msgspec
 from shared.bus import EventBus
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, DomainCondition
 from shared.crds.names import GPU_FAULT_TAINT, IMEX_READY_CONDITION
-from shared.events import DomainMembershipChanged, Event
+from shared.events import DomainMembershipChanged
 from shared.events.subjects import DOMAIN_MEMBERSHIP, DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject
 from shared.kube.models import DeviceClass, ResourceClaimTemplate
 from shared.kube.resources import DEVICE_CLASSES, EVENTS, NODES, PODS, RESOURCE_CLAIM_TEMPLATES
+from tests.support.eventlog import EventLog
 
 NAMESPACE = "default"
 CLIQUE = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a11.1"
@@ -295,31 +296,17 @@ class Cluster:
         return [e for e in items if e.metadata.name.startswith(f"{involving}.")]
 
 
-class MembershipLog:
-    """Every membership event on the bus, in arrival order, and the KV snapshots."""
+class MembershipLog(EventLog[DomainMembershipChanged]):
+    """Every membership event on the bus, in arrival order, by domain name, and the KV snapshots."""
 
     def __init__(self, bus: EventBus) -> None:
-        self.bus = bus
-        self.events: list[DomainMembershipChanged] = []
-
-    async def start(self) -> MembershipLog:
-        async def on_event(event: Event) -> None:
-            if isinstance(event, DomainMembershipChanged):
-                self.events.append(event)
-
-        await self.bus.subscribe(DOMAIN_MEMBERSHIP.wildcard(), on_event)
-        await self.bus.nc.flush()
-        return self
-
-    def of(self, name: str) -> list[DomainMembershipChanged]:
-        return [e for e in self.events if e.name == name]
+        super().__init__(
+            bus,
+            kind=DomainMembershipChanged,
+            subject=DOMAIN_MEMBERSHIP.wildcard(),
+            key=lambda event: event.name,
+            snapshot_key=lambda name: DOMAIN_SNAPSHOT.render(namespace=NAMESPACE, name=name),
+        )
 
     def phases(self, name: str) -> list[str]:
         return [e.phase for e in self.of(name)]
-
-    async def snapshot(self, name: str) -> DomainMembershipChanged | None:
-        key = DOMAIN_SNAPSHOT.render(namespace=NAMESPACE, name=name)
-        for event in await self.bus.snapshots(key):
-            if isinstance(event, DomainMembershipChanged):
-                return event
-        return None

@@ -1,7 +1,7 @@
 """The node host's control API reports each hosted node's IMEX daemons (``GET /imex``), read only:
 the daemon instances it started and its agent's own restart count. ``cdo sim``'s client
-(:func:`shared.cli.simctl.imex_counts`) reads them through the state directory, and
-:func:`shared.cli.simctl.imex_restarts` turns two readings into restarts per node: a power
+(:func:`sim.control.imex_counts`) reads them through the state directory, and
+:func:`sim.control.imex_restarts` turns two readings into restarts per node: a power
 cycle is one on that node and none on any other."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shared.cli import simctl
+from sim import control as simctl
 from sim.nodehost.control import NodeHostInfo, write_info
 from tests.integration.nodehost.conftest import Hosted
 from tests.support.wait import wait_for

@@ -1,4 +1,4 @@
-"""A real service process (sim.eventgen on the shared runtime) through its whole life."""
+"""A real service process (tests.support.eventgen on the shared runtime) through its whole life."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 
 def eventgen(tmp_path: Path, env: dict[str, str], *args: str) -> ProgramProcess:
     return ProgramProcess(
-        "sim.eventgen", "--interval", "0.05", *args, env=env, workdir=tmp_path
+        "tests.support.eventgen", "--interval", "0.05", *args, env=env, workdir=tmp_path
     ).start()
 
 
 def tap(tmp_path: Path, env: dict[str, str]) -> ProgramProcess:
     tap_env = {**env, "CDO_HTTP_PORT": str(free_port())}
-    process = ProgramProcess("sim.eventtap", env=tap_env, workdir=tmp_path).start()
+    process = ProgramProcess("tests.support.eventtap", env=tap_env, workdir=tmp_path).start()
     process.wait_for_stdout(lambda lines: lines, what="eventtap ready")
     return process
 

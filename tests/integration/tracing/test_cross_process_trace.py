@@ -32,11 +32,11 @@ async def test_consumer_span_is_a_child_of_the_producer_span_across_processes(
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
     consumer = ProgramProcess(
-        "sim.eventtap", env={**env, "CDO_HTTP_PORT": str(free_port())}, workdir=tmp_path
+        "tests.support.eventtap", env={**env, "CDO_HTTP_PORT": str(free_port())}, workdir=tmp_path
     ).start()
     await wait_for(lambda: consumer.stdout_json(), what="eventtap ready")
     producer = ProgramProcess(
-        "sim.eventgen", "--interval", "0.05", "--count", "5", env=env, workdir=tmp_path
+        "tests.support.eventgen", "--interval", "0.05", "--count", "5", env=env, workdir=tmp_path
     ).start()
     try:
         await wait_for(lambda: len(consumer.stdout_json()) >= 6, what="five events consumed")

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import pytest_asyncio
 
-from shared.cli import simctl
 from shared.crds.names import FAULT_TRACE_CONTEXT_ANNOTATION, TRACE_CONTEXT_ANNOTATION
+from sim import control as simctl
 from tests.e2e.whole_system import SYSTEM_STEP_S, WholeSystem, live, running_whole_system
 from tests.support.otlp import SPAN_KIND_PRODUCER, OtlpReceiver, ReceivedSpan
 from tests.support.wait import wait_for

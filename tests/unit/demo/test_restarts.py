@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.cli.simctl import ImexCount, imex_restarts
+from sim.control import ImexCount, imex_restarts
 from sim.demo.restarts import restarts_phrase
 
 

@@ -1,11 +1,12 @@
-"""A stand-in service that publishes a scripted ComputeDomain story on the bus.
+"""A test service that publishes a scripted ComputeDomain story on the bus.
 
 It runs under the same runtime as every cdo service (settings from CDO_*, probes, metrics,
-tracing, supervision), and publishes the events the real services will: clique capacity,
-membership moving from Pending to Ready, per-node IMEX state, a fault and its recovery. Used by
-``./task demo`` until the real services exist, and by tests of the runtime and bus.
+tracing, supervision), and publishes the kinds of events the services do: clique capacity,
+membership moving from Pending to Ready, per-node IMEX state, a fault and its recovery. The
+runtime's lifecycle tests and the cross-process tracing test run it as a real process, so they
+exercise the runtime without a Kubernetes API.
 
-    CDO_NATS_URL=nats://127.0.0.1:4222 python -m sim.eventgen --interval 0.5 --count 20
+    CDO_NATS_URL=nats://127.0.0.1:4222 python -m tests.support.eventgen --interval 0.5 --count 20
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ keeps printing new events until interrupted.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import re
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,9 +22,10 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
+from cli.connection import connect_nats, endpoints_from, nats_settings
 from shared.bus import EventBus, StartAt
 from shared.bus.cloudevents import decode, format_time, lowercase_headers
-from shared.cli.errors import CliError, UsageError
+from shared.command_errors import CommandError, UsageError
 from shared.errors import EventError
 from shared.events import Event
 from shared.events.describe import describe
@@ -142,7 +145,7 @@ async def print_events(bus: EventBus, query: Query, *, stream: str, out: TextIO)
             stream=stream,
         )
     except NotFoundError as exc:
-        raise CliError(
+        raise CommandError(
             f"NATS has no stream {stream}: no cdo service has run against this server yet"
         ) from exc
     try:
@@ -183,3 +186,50 @@ def start_at(*, since: str | None, from_seq: int | None, now: Callable[[], datet
     if since is not None:
         return StartAt(time=parse_since(since, now=now()))
     return StartAt()
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
+    parser = commands.add_parser(
+        "events",
+        parents=[common],
+        help="cdo's events from the stream",
+        description="Print cdo's CloudEvents from the JetStream stream, oldest first: all "
+        "retained history, or from a time or a stream sequence; --follow keeps printing.",
+        epilog=epilog,
+    )
+    parser.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing new events until Ctrl-C"
+    )
+    parser.add_argument(
+        "--subject",
+        help="NATS subject pattern, e.g. 'cdo.v1.node.*.fault' or short 'node.*.fault'",
+    )
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--since", help="from a time: 10m, 2h, 1d, or 2025-01-31T12:00:00Z")
+    start.add_argument("--from-seq", type=int, help="from this stream sequence number")
+    parser.add_argument("--json", action="store_true", help="one JSON object per event")
+
+
+def run(args: argparse.Namespace) -> None:
+    asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> None:
+    endpoints = endpoints_from(args)
+    query = Query(
+        subject=subject_pattern(args.subject),
+        start=start_at(since=args.since, from_seq=args.from_seq, now=lambda: datetime.now(UTC)),
+        follow=args.follow,
+        as_json=args.json,
+    )
+    bus = await connect_nats(endpoints, reconnect_forever=args.follow)
+    try:
+        stream = nats_settings(endpoints.nats_url).stream
+        await print_events(bus, query, stream=stream, out=sys.stdout)
+    finally:
+        await bus.close()

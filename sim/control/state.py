@@ -1,6 +1,7 @@
-"""The simulated cluster's state directory, as the CLI reads and writes it.
+"""The simulated cluster's state directory: the files its programs write there, read back.
 
-Four files say what runs there (the CLI reads them as JSON, never by importing the simulator):
+Four files say what runs there, so that a later command (``cdo status``, ``cdo sim down``,
+``python -m sim power``) finds the running programs without being their parent:
 
 - ``cluster.json``, written by ``python -m sim up``: kubeconfig, API URL, control URL, pid;
 - ``nodehost.json``, written by ``python -m sim.nodehost``: control URL, pid, hosted nodes;
@@ -18,7 +19,7 @@ from typing import TypeVar
 
 import msgspec
 
-from shared.cli.errors import CliError, UnreachableError
+from shared.command_errors import CommandError, UnreachableError
 
 DEFAULT_STATE_DIR = Path(".cdo") / "sim"
 STATE_DIR_ENV = "CDO_SIM_STATE_DIR"
@@ -31,6 +32,8 @@ T = TypeVar("T")
 
 
 class ClusterFile(msgspec.Struct, frozen=True, kw_only=True):
+    """``cluster.json``: where the running ``python -m sim up`` serves."""
+
     kubeconfig: str
     api_url: str
     control_url: str
@@ -87,7 +90,7 @@ def _read(path: Path, kind: type[T]) -> T | None:
     except FileNotFoundError:
         return None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise CliError(f"{path}: unreadable ({exc}); remove it if nothing runs there") from exc
+        raise CommandError(f"{path}: unreadable ({exc}); remove it if nothing runs there") from exc
 
 
 def read_cluster(directory: Path) -> ClusterFile | None:
@@ -106,11 +109,19 @@ def read_record(directory: Path) -> Record | None:
     return _read(directory / RECORD_FILE, Record)
 
 
-def write_record(directory: Path, record: Record) -> None:
-    path = directory / RECORD_FILE
+def _write(path: Path, content: msgspec.Struct) -> None:
+    """Whole or not at all: a reader never sees half a file."""
     temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(msgspec.json.encode(record))
+    temporary.write_bytes(msgspec.json.encode(content))
     temporary.replace(path)
+
+
+def write_record(directory: Path, record: Record) -> None:
+    _write(directory / RECORD_FILE, record)
+
+
+def write_cluster(directory: Path, cluster: ClusterFile) -> None:
+    _write(directory / CLUSTER_FILE, cluster)
 
 
 def require_cluster(directory: Path) -> ClusterFile:

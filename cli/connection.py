@@ -11,6 +11,7 @@ simulated cluster's state directory, a default:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -18,17 +19,17 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 from opentelemetry import trace
 
 from shared.bus import EventBus, NatsSettings
-from shared.cli.errors import UnreachableError, UsageError
-from shared.cli.state import read_cluster, read_record
+from shared.bus.settings import client_settings
+from shared.command_errors import UnreachableError, UsageError
 from shared.errors import BusClosedError, ConfigError
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.metrics import Metrics
-from shared.settings import load_settings
+from sim.control.state import read_cluster, read_record
+from sim.control.state import state_dir as resolve_state_dir
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_URL_ENV = "CDO_NATS_URL"
@@ -76,6 +77,20 @@ def resolve(*, state_dir: Path, kubeconfig: str | None, nats_url: str | None) ->
     )
 
 
+def endpoints_from(args: argparse.Namespace) -> Endpoints:
+    """The endpoints for the connection options on a parsed command line."""
+    return resolve(
+        state_dir=state_dir_from(args),
+        kubeconfig=getattr(args, "kubeconfig", None),
+        nats_url=getattr(args, "nats_url", None),
+    )
+
+
+def state_dir_from(args: argparse.Namespace) -> Path:
+    """``--state-dir``, else $CDO_SIM_STATE_DIR, else ``.cdo/sim``; absolute."""
+    return resolve_state_dir(getattr(args, "state_dir", None))
+
+
 # -- Kubernetes -------------------------------------------------------------------------------
 
 
@@ -112,22 +127,11 @@ def kube_unreachable(endpoints: Endpoints, error: KubeApiError) -> UnreachableEr
 
 
 def nats_settings(url: str, *, reconnect_forever: bool = False) -> NatsSettings:
-    """The CDO_NATS_* settings (stream and bucket names, credentials, TLS) with ``url`` and
-    the CLI's own connection pacing."""
+    """The CDO_NATS_* settings with ``url`` and a command's pacing; UsageError when invalid."""
     try:
-        base = load_settings(NatsSettings, prefix="CDO_NATS_")
+        return client_settings(url, reconnect_forever=reconnect_forever)
     except ConfigError as exc:
         raise UsageError(f"invalid setting {exc}") from exc
-    return msgspec.structs.replace(
-        base,
-        url=url,
-        connect_timeout_s=2.0,
-        reconnect_wait_s=0.5 if reconnect_forever else 0.2,
-        # nats-py counts the first connection against the reconnect budget too: a budget of
-        # one gives up on an unreachable server at once.
-        max_reconnect_attempts=-1 if reconnect_forever else 1,
-        manage_jetstream=False,
-    )
 
 
 async def _connect(url: str, *, reconnect_forever: bool) -> EventBus:

@@ -1,7 +1,7 @@
-"""A small HTTP control API of a running simulated cluster, and the client the CLI uses.
+"""The small HTTP control API a running simulated cluster serves.
 
-The running ``python -m sim up`` writes ``<state dir>/cluster.json`` (kubeconfig path, API URL,
-control URL, pid); other commands read it to find the cluster.
+The running ``python -m sim up`` writes its URL into ``<state dir>/cluster.json``
+(:mod:`sim.control.state`); ``cdo sim power`` and ``python -m sim power`` call it.
 
     GET  /nodes                        every node: name, clique, address, powered
     POST /nodes/<name>/power/<on|off>  power a node on or off
@@ -9,25 +9,9 @@ control URL, pid); other commands read it to find the cluster.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from pathlib import Path
-from typing import Any
-
-import msgspec
 from aiohttp import web
 
 from sim.cluster import SimulatedCluster
-
-STATE_FILE = "cluster.json"
-
-
-class ClusterInfo(msgspec.Struct, frozen=True, kw_only=True):
-    kubeconfig: str
-    api_url: str
-    control_url: str
-    pid: int
 
 
 def control_app(cluster: SimulatedCluster) -> web.Application:
@@ -60,26 +44,3 @@ def control_app(cluster: SimulatedCluster) -> web.Application:
     app.router.add_get("/nodes", nodes)
     app.router.add_post("/nodes/{name}/power/{state}", power)
     return app
-
-
-def read_info(state_dir: Path) -> ClusterInfo:
-    path = state_dir / STATE_FILE
-    try:
-        return msgspec.json.decode(path.read_bytes(), type=ClusterInfo)
-    except FileNotFoundError:
-        raise SystemExit(
-            f"no simulated cluster found in {state_dir} (start one: python -m sim up)"
-        ) from None
-
-
-def call(info: ClusterInfo, method: str, path: str) -> Any:
-    request = urllib.request.Request(info.control_url + path, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        raise SystemExit(json.loads(error.read()).get("error", str(error))) from None
-    except urllib.error.URLError as error:
-        raise SystemExit(
-            f"the simulated cluster at {info.control_url} does not answer: {error}"
-        ) from None

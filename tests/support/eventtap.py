@@ -2,9 +2,9 @@
 
 Live events by default; ``--replay`` reads the JetStream history first (with stream sequence
 numbers) and ``--snapshots`` prints the KV snapshot of current state before anything else.
-Each line carries the trace id of the CONSUMER span, so tests and the demo can follow traces.
+Each line carries the trace id of the CONSUMER span, so tests can follow traces.
 
-    CDO_NATS_URL=nats://127.0.0.1:4222 python -m sim.eventtap --snapshots --replay
+    CDO_NATS_URL=nats://127.0.0.1:4222 python -m tests.support.eventtap --snapshots --replay
 """
 
 from __future__ import annotations

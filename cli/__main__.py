@@ -1,0 +1,5 @@
+"""``python -m cli`` runs the ``cdo`` command."""
+
+from cli.main import main
+
+raise SystemExit(main())

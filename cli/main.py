@@ -1,0 +1,56 @@
+"""The ``cdo`` command line: status, events, and the simulated cluster.
+
+    cdo status [--json]
+    cdo events [--follow] [--subject PATTERN] [--since TIME | --from-seq N] [--json]
+    cdo sim up [--topology FILE] [--nodes GLOB] [--no-wait] [--no-services]
+    cdo sim down
+    cdo sim power on|off NODE
+    cdo sim fault NODE --xid N [--gpu I] | --gpu-lost | --nvlink-down LINK | ... | --clear
+
+Every command takes ``--state-dir``, ``--kubeconfig`` and ``--nats-url`` (before or after the
+command name). Exit codes: 0 ok, 1 the command failed, 2 usage, 3 the cluster or NATS cannot be
+reached (:mod:`shared.command_errors`). docs/cli.md has the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from cli import events, status
+from cli.connection import quiet_logging, state_dir_from
+from cli.parser import build_parser
+from shared.command_errors import EXIT_OK, CommandError
+from sim.control import commands as sim_commands
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.command == "status":
+        status.run(args)
+    elif args.command == "events":
+        events.run(args)
+    else:
+        sim_commands.run(args, state_dir=state_dir_from(args), say=_say)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    quiet_logging(getattr(args, "verbose", False))
+    try:
+        run(args)
+    except CommandError as exc:
+        print(f"cdo: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (cdo events | head): not an error of ours.
+        sys.stderr.close()
+        return EXIT_OK
+    return EXIT_OK

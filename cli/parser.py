@@ -1,0 +1,57 @@
+"""The ``cdo`` argument parser: the connection options, and one subparser per command group.
+
+Each group adds its own arguments (:mod:`cli.status`, :mod:`cli.events`, and
+:mod:`sim.control.commands` for ``cdo sim``); this module only assembles them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cli import events, status
+from sim.control import commands as sim_commands
+
+EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 usage, 3 cluster or NATS unreachable"
+
+
+def connection_options() -> argparse.ArgumentParser:
+    """Connection options, accepted before and after the command (SUPPRESS keeps the first)."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection")
+    group.add_argument(
+        "--state-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="the simulated cluster's state directory (default: $CDO_SIM_STATE_DIR or .cdo/sim)",
+    )
+    group.add_argument(
+        "--kubeconfig",
+        default=argparse.SUPPRESS,
+        help="kubeconfig of the cluster (default: $KUBECONFIG, else the simulated cluster's)",
+    )
+    group.add_argument(
+        "--nats-url",
+        default=argparse.SUPPRESS,
+        help="NATS server (default: $CDO_NATS_URL, else the one cdo sim up started, else "
+        "nats://127.0.0.1:4222)",
+    )
+    group.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log to stderr"
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = connection_options()
+    parser = argparse.ArgumentParser(
+        prog="cdo",
+        description="Look at cdo's ComputeDomains and events; run the simulated cluster.",
+        parents=[common],
+        epilog=EXIT_CODES,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    status.add_parser(commands, common=common, epilog=EXIT_CODES)
+    events.add_parser(commands, common=common, epilog=EXIT_CODES)
+    sim_commands.add_parser(commands, common=common, epilog=EXIT_CODES)
+    return parser

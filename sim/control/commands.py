@@ -1,0 +1,155 @@
+"""The ``cdo sim`` command group: its arguments and what each action runs.
+
+The ``cdo`` application (``cli/``) adds this group to its parser with :func:`add_parser`, passing
+its connection options as ``common``, and hands a parsed ``sim`` command to :func:`run`. The
+group lives here, beside the simulator it drives, so that the application holds no knowledge of
+how the simulated cluster is started.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sim.control.down import down
+from sim.control.nodes import fault, fault_body, power
+from sim.control.up import UpOptions, up
+
+FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+FABRIC_PROBLEMS = (
+    "degraded_bandwidth",
+    "route_recovery",
+    "route_unhealthy",
+    "access_timeout_recovery",
+)
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
+    """Add ``sim`` and its actions (up, down, power, fault) to ``commands``."""
+    shared: dict[str, Any] = {"parents": [common], "epilog": epilog}
+    sim = commands.add_parser(
+        "sim",
+        help="the simulated cluster",
+        description="Run the simulated cluster in the background and act on its nodes.",
+        **shared,
+    )
+    actions = sim.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _add_up(actions, shared)
+    actions.add_parser(
+        "down",
+        help="stop what cdo sim up started",
+        description="Stop the node host, the cluster and the nats-server cdo sim up started.",
+        **shared,
+    )
+    power_parser = actions.add_parser(
+        "power",
+        help="switch a node off or on",
+        description="Switch a simulated node's power; its kubelet and its hosted services "
+        "stop (off) or boot again with healthy GPUs (on).",
+        **shared,
+    )
+    power_parser.add_argument("state", choices=["on", "off"])
+    power_parser.add_argument("node")
+    _add_fault(actions, shared)
+
+
+def _add_up(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], shared: dict[str, Any]
+) -> None:
+    parser = actions.add_parser(
+        "up",
+        help="start NATS, the simulated cluster and cdo's services in the background",
+        description="Start a nats-server (unless --nats-url or CDO_NATS_URL names one), the "
+        "simulated cluster, the control plane (domain controller and clique allocator, with "
+        "the CRDs and the allocator's webhook registered) and the node host that runs every "
+        "node's IMEX agent and health monitor, each in the background with its log under "
+        "<state dir>/logs; wait until every service is ready.",
+        **shared,
+    )
+    parser.add_argument("--topology", type=Path, help="topology file (default: two GB200 racks)")
+    parser.add_argument(
+        "--nodes", default="*", help="nodes whose services to host (shell patterns)"
+    )
+    parser.add_argument("--imex-server-port", type=int, help="IMEX peer port (default 50000)")
+    parser.add_argument("--imex-cmd-port", type=int, help="IMEX command port (default 50005)")
+    parser.add_argument("--no-wait", action="store_true", help="return once the processes run")
+    parser.add_argument(
+        "--no-services",
+        action="store_true",
+        help="leave out the domain controller and the clique allocator",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds to wait for each step (180)"
+    )
+
+
+def _add_fault(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], shared: dict[str, Any]
+) -> None:
+    parser = actions.add_parser(
+        "fault",
+        help="inject a GPU, NVLink or fabric fault on a node, or clear them",
+        description="Inject a fault into a node's simulated NVML; cdo's services see it through "
+        "pynvml as on a real node.",
+        **shared,
+    )
+    parser.add_argument("node")
+    parser.add_argument("--gpu", type=int, help="GPU index (default 0; fabric: every GPU)")
+    kinds = parser.add_argument_group("fault (exactly one)")
+    kinds.add_argument("--xid", type=int, help="an XID event, e.g. 79 (fallen off the bus)")
+    kinds.add_argument("--gpu-lost", action="store_true", help="the GPU falls off the bus")
+    kinds.add_argument("--gpu-back", action="store_true", help="the lost GPU returns")
+    kinds.add_argument("--nvlink-down", type=int, metavar="LINK", help="an NVLink goes down")
+    kinds.add_argument("--nvlink-up", type=int, metavar="LINK", help="an NVLink comes back")
+    kinds.add_argument("--fabric-state", choices=FABRIC_STATES, help="fabric registration state")
+    kinds.add_argument(
+        "--fabric-problem",
+        choices=FABRIC_PROBLEMS,
+        action="append",
+        default=[],
+        help="a fabric health problem (repeatable)",
+    )
+    kinds.add_argument("--clear", action="store_true", help="every GPU of the node healthy")
+
+
+def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]) -> None:
+    """Run the parsed ``sim`` action; CommandError and its kinds say what failed."""
+    if args.action == "up":
+        up(
+            UpOptions(
+                state_dir=state_dir,
+                topology=args.topology,
+                nats_url=getattr(args, "nats_url", None) or None,
+                nodes=args.nodes,
+                imex_server_port=args.imex_server_port,
+                imex_cmd_port=args.imex_cmd_port,
+                wait=not args.no_wait,
+                timeout_s=args.timeout,
+                services=not args.no_services,
+            ),
+            say=say,
+        )
+    elif args.action == "down":
+        down(state_dir, say=say)
+    elif args.action == "power":
+        power(state_dir, args.node, args.state, say=say)
+    else:
+        body = fault_body(
+            xid=args.xid,
+            gpu=args.gpu,
+            gpu_lost=args.gpu_lost,
+            gpu_back=args.gpu_back,
+            nvlink_down=args.nvlink_down,
+            nvlink_up=args.nvlink_up,
+            fabric_state=args.fabric_state,
+            fabric_problems=args.fabric_problem,
+            clear=args.clear,
+        )
+        fault(state_dir, args.node, body, say=say)

