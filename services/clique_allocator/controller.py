@@ -51,7 +51,7 @@ from shared.kube.keys import ObjectKey
 from shared.kube.leader import LeaderElector
 from shared.kube.meta import KubeObject
 from shared.kube.models import Node, Pod
-from shared.kube.reconcile import ReconcileRunner, RunnerSettings
+from shared.kube.reconcile import ReconcileRunner
 from shared.kube.recorder import EventRecorder
 from shared.kube.workqueue import WorkQueue
 from shared.runtime import ServiceContext
@@ -102,7 +102,7 @@ class CliqueAllocator:
             caches=self.caches,
             state=self.state,
             book=self.book,
-            writes=AllocatorWrites(client, field_manager=settings.field_manager),
+            writes=AllocatorWrites(client, field_manager=settings.api.field_manager),
             recorder=EventRecorder(
                 client, component=COMPONENT, instance=ctx.instance, metrics=ctx.metrics
             ),
@@ -110,7 +110,7 @@ class CliqueAllocator:
             tracer=ctx.tracer,
             on_capacity_change=self.publisher.poke,
             pod_writes=settings.pod_writes,
-            resync_s=settings.resync_s,
+            resync_s=settings.loop.resync_s,
             retry_waiting_s=settings.retry_waiting_s,
         )
         self.reconciler.wake_waiting = self.wake_waiting
@@ -119,9 +119,7 @@ class CliqueAllocator:
             queue=self.queue,
             reconcile=self.reconciler.reconcile,
             metrics=ctx.metrics,
-            settings=RunnerSettings(
-                workers=settings.workers, reconcile_timeout_s=settings.reconcile_timeout_s
-            ),
+            settings=settings.loop.runner,
         )
         self.webhook: WebhookServer | None = None
         if settings.webhook.enabled:
@@ -135,8 +133,8 @@ class CliqueAllocator:
             )
         self.elector = LeaderElector(
             client,
-            namespace=settings.lease_namespace,
-            name=settings.lease_name,
+            namespace=settings.lease.namespace,
+            name=settings.lease.name,
             identity=ctx.instance,
             settings=settings.leader_election,
         )

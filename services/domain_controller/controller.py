@@ -52,7 +52,7 @@ class DomainController:
         self.caches.route(self.domains, self.device_classes)
         self.ledger = Ledger()
         own = OwnWrites()
-        self.writes = DomainWrites(client, field_manager=settings.field_manager, own=own)
+        self.writes = DomainWrites(client, field_manager=settings.api.field_manager, own=own)
         self.reconciler = DomainReconciler(
             caches=self.caches,
             writes=self.writes,
@@ -63,16 +63,14 @@ class DomainController:
             ),
             ledger=self.ledger,
             tracer=ctx.tracer,
-            resync_s=settings.resync_s,
+            resync_s=settings.loop.resync_s,
         )
         self.domain_runner = ReconcileRunner(
             name="computedomains",
             queue=self.domains,
             reconcile=self.reconciler.reconcile,
             metrics=ctx.metrics,
-            settings=RunnerSettings(
-                workers=settings.workers, reconcile_timeout_s=settings.reconcile_timeout_s
-            ),
+            settings=settings.loop.runner,
         )
         self.device_class_runner = ReconcileRunner(
             name="deviceclasses",
@@ -83,8 +81,8 @@ class DomainController:
         )
         self.elector = LeaderElector(
             client,
-            namespace=settings.lease_namespace,
-            name=settings.lease_name,
+            namespace=settings.lease.namespace,
+            name=settings.lease.name,
             identity=ctx.instance,
             settings=settings.leader_election,
         )
