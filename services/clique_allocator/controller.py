@@ -25,7 +25,6 @@ import asyncio
 import logging
 from typing import Any
 
-from services.clique_allocator.book import PlacementBook
 from services.clique_allocator.caches import (
     BY_NODE,
     Caches,
@@ -50,6 +49,7 @@ from shared.kube.client import KubeClient
 from shared.kube.keys import ObjectKey
 from shared.kube.leader import LeaderElector
 from shared.kube.meta import KubeObject
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.models import Node, Pod
 from shared.kube.reconcile import ReconcileRunner
 from shared.kube.recorder import EventRecorder
@@ -90,7 +90,7 @@ class CliqueAllocator:
         self._client = client
         self._settings = settings
         self.caches = Caches(client, settings=settings, metrics=ctx.metrics)
-        self.book = PlacementBook()
+        self.book = OwnWrites[Placement]()
         self.state = ClusterState(self.caches, self.book)
         self.queue = WorkQueue[ObjectKey](
             name=QUEUE, metrics=ctx.metrics, rate_limit=settings.retries

@@ -24,7 +24,6 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Tracer
 
-from services.clique_allocator.book import PlacementBook
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
 from services.clique_allocator.objects import finished
@@ -46,6 +45,7 @@ from shared.crds.definitions import COMPUTE_DOMAINS
 from shared.crds.placement import Placement
 from shared.kube.errors import KubeApiError
 from shared.kube.keys import ObjectKey
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.models import Pod
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
@@ -71,7 +71,7 @@ class AllocatorReconciler:
         *,
         caches: Caches,
         state: ClusterState,
-        book: PlacementBook,
+        book: OwnWrites[Placement],
         writes: AllocatorWrites,
         recorder: EventRecorder,
         metrics: Metrics,

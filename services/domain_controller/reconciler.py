@@ -50,7 +50,7 @@ from services.domain_controller.tracecontext import (
     ready,
     story,
 )
-from services.domain_controller.writes import DomainWrites, OwnWrites
+from services.domain_controller.writes import DomainWrites
 from shared.bus import EventBus
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS
@@ -65,6 +65,7 @@ from shared.events import DomainMembershipChanged
 from shared.kube.errors import KubeApiError
 from shared.kube.keys import ObjectKey
 from shared.kube.models import ResourceClaimTemplate
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder, EventType
 from shared.tracing import annotation_changes, annotations_for, exports, story_parent
@@ -83,7 +84,7 @@ class DomainReconciler:
         *,
         caches: Caches,
         writes: DomainWrites,
-        own_writes: OwnWrites,
+        own_writes: OwnWrites[ComputeDomain],
         bus: EventBus,
         recorder: EventRecorder,
         ledger: Ledger,
@@ -102,7 +103,7 @@ class DomainReconciler:
     async def reconcile(self, key: ObjectKey) -> Result:
         attributes = {"cdo.domain.namespace": key.namespace, "cdo.domain.name": key.name}
         text = str(key)
-        domain = self._own.latest(text, self._caches.domains.cache.get(text))
+        domain = self._own.current(text, self._caches.domains.cache.get(text))
         # Trace annotations are read and written only while spans are exported: with tracing
         # off the controller does exactly what it did without them.
         traced = exports(self._tracer)
