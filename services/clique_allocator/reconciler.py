@@ -45,8 +45,8 @@ from shared.crds.definitions import COMPUTE_DOMAINS
 from shared.crds.placement import Placement
 from shared.kube.errors import KubeApiError
 from shared.kube.keys import ObjectKey
-from shared.kube.ownwrites import OwnWrites
 from shared.kube.models import Pod
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
 from shared.metrics import Metrics
