@@ -15,6 +15,7 @@ import asyncio
 import logging
 
 from services.clique_allocator.caches import Caches
+from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.publisher import CapacityPublisher
 from services.clique_allocator.reconciler import AllocatorReconciler
 from services.clique_allocator.routing import connect
@@ -49,6 +50,7 @@ class CliqueAllocator:
         self._client = client
         self._settings = settings
         self.caches = Caches(client, settings=settings, metrics=ctx.metrics)
+        metrics = AllocatorMetrics(ctx.metrics)
         self.book = OwnWrites[Placement]()
         self.state = ClusterState(self.caches, self.book)
         self.queue = WorkQueue[ObjectKey](
@@ -65,7 +67,7 @@ class CliqueAllocator:
             recorder=EventRecorder(
                 client, component=COMPONENT, instance=ctx.instance, metrics=ctx.metrics
             ),
-            metrics=ctx.metrics,
+            metrics=metrics,
             tracer=ctx.tracer,
             on_capacity_change=self.publisher.poke,
             pod_writes=settings.pod_writes,
@@ -88,7 +90,7 @@ class CliqueAllocator:
                     self.caches, client, timeout_s=settings.webhook.lookup_timeout_s
                 ),
                 synced=lambda: self.caches.webhook_synced,
-                metrics=ctx.metrics,
+                metrics=metrics,
             )
         self.elector = LeaderElector(
             client,

@@ -26,6 +26,7 @@ from opentelemetry.trace import Link, Tracer
 
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
+from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
 from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
 from services.clique_allocator.planning.hold import Hold
@@ -49,7 +50,6 @@ from shared.kube.models import Pod
 from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
-from shared.metrics import Metrics
 from shared.tracing import exports, story_parent
 
 log = logging.getLogger("cdo.clique_allocator")
@@ -74,7 +74,7 @@ class AllocatorReconciler:
         book: OwnWrites[Placement],
         writes: AllocatorWrites,
         recorder: EventRecorder,
-        metrics: Metrics,
+        metrics: AllocatorMetrics,
         tracer: Tracer,
         on_capacity_change: Callable[[], None],
         pod_writes: int = 16,
