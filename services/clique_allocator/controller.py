@@ -80,7 +80,7 @@ class CliqueAllocator:
             queue=self.queue,
             reconcile=self.reconciler.reconcile,
             metrics=ctx.metrics,
-            settings=settings.loop.runner,
+            settings=settings.loop,
         )
         self.webhook: WebhookServer | None = None
         if settings.webhook.enabled:

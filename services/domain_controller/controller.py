@@ -73,7 +73,7 @@ class DomainController:
             queue=self.domains,
             reconcile=self.reconciler.reconcile,
             metrics=ctx.metrics,
-            settings=settings.loop.runner,
+            settings=settings.loop,
         )
         self.device_class_runner = ReconcileRunner(
             name="deviceclasses",

@@ -55,29 +55,13 @@ class LeaseSettings(Settings, frozen=True, kw_only=True):
     )
 
 
-class LoopSettings(Settings, frozen=True, kw_only=True):
-    """How many reconciles run at once, how long one may take, and how often all run again."""
+class LoopSettings(RunnerSettings, frozen=True, kw_only=True):
+    """The reconcile runner's workers and timeout, and how often every key is looked at again."""
 
-    workers: Annotated[
-        int,
-        Meta(
-            description="Keys reconciled concurrently (never one key twice); a reconcile "
-            "mostly waits for the API, so more workers than cores pays.",
-            ge=1,
-        ),
-    ] = 8
-    reconcile_timeout_s: Annotated[
-        float, Meta(description="Longest one reconcile may run before it is retried.", gt=0)
-    ] = 60.0
     resync_s: Annotated[
         float,
         Meta(description="Look at every domain again this often, events or not (0: never).", ge=0),
     ] = 600.0
-
-    @property
-    def runner(self) -> RunnerSettings:
-        """The reconcile runner's settings for these workers and timeout."""
-        return RunnerSettings(workers=self.workers, reconcile_timeout_s=self.reconcile_timeout_s)
 
 
 class ControllerSettings(Settings, frozen=True, kw_only=True):

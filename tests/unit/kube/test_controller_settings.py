@@ -31,7 +31,7 @@ def test_inline_groups_read_the_variables_without_their_name() -> None:
     assert (settings.api.kubeconfig, settings.kubeconfig) == ("/k", "/k")
     assert settings.api.field_manager == "mine"  # the subclass's default, under a variable
     assert (settings.lease.namespace, settings.lease.name) == ("ns", "mine")
-    assert settings.loop.workers == 3 and settings.loop.runner.workers == 3
+    assert settings.loop.workers == 3
     assert settings.leader_election.retry_period_s == 1.0
     assert settings.retries.backoff_max_s == 2.0
 
