@@ -3,6 +3,10 @@
 Each service (and each simulated per-node service hosted in one process) owns a Metrics object,
 so two services in one process never mix their counters. Label values are low-cardinality:
 event types, drop reasons, controller names; never object names.
+
+Here are the instruments more than one service uses (the bus, reconcile loops, work queues,
+informers, handled errors); a service's own instruments live in its ``metrics`` module and
+register in the same registry.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from prometheus_client import (
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Buckets in seconds, from sub-millisecond message handling to multi-second reconciles.
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
 class Metrics:
-    """Every instrument a cdo service exports on /metrics."""
+    """The instruments every cdo service shares, and the registry its own ones join."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
@@ -58,7 +62,7 @@ class Metrics:
             "cdo_bus_handle_seconds",
             "Time a handler took for one event, by CloudEvent type.",
             ["type"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.reconciles = Counter(
@@ -71,7 +75,7 @@ class Metrics:
             "cdo_reconcile_seconds",
             "Time one reconcile took, by controller.",
             ["controller"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.errors = Counter(
@@ -104,14 +108,14 @@ class Metrics:
             "cdo_workqueue_queue_seconds",
             "Time a key waited, once ready, before a worker took it, by queue.",
             ["queue"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.workqueue_work_seconds = Histogram(
             "cdo_workqueue_work_seconds",
             "Time from a worker taking a key to marking it done, by queue.",
             ["queue"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.workqueue_unfinished_work_seconds = Gauge(
@@ -144,31 +148,6 @@ class Metrics:
             "cdo_informer_handler_errors",
             "Event handlers that raised (the informer keeps running), by resource.",
             ["resource"],
-            registry=r,
-        )
-
-        # The clique allocator (services/clique_allocator).
-        self.admissions = Counter(
-            "cdo_admissions",
-            "Admission reviews answered, by webhook and result (gated, passed, refused, error).",
-            ["webhook", "result"],
-            registry=r,
-        )
-        self.placement_decisions = Counter(
-            "cdo_placement_decisions",
-            "Placement decisions: a record written (Recorded) or a gang left waiting (its reason).",
-            ["result"],
-            registry=r,
-        )
-        self.placement_decision_seconds = Histogram(
-            "cdo_placement_decision_seconds",
-            "Time one placement decision took, view rebuild included.",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.waiting_gangs = Gauge(
-            "cdo_waiting_gangs",
-            "Domains with pods the allocator cannot place now.",
             registry=r,
         )
 

@@ -12,6 +12,10 @@ as another prefix segment::
 
     load_settings(RuntimeSettings, prefix="CDO_")   # reads CDO_NATS_URL
 
+A nested Struct marked ``INLINE`` is a group in code only: its fields read variables without its
+field name (``api: Annotated[ApiSettings, INLINE]`` reads ``CDO_KUBECONFIG`` for
+``api.kubeconfig``), so settings can be grouped without renaming the variables a deployment sets.
+
 Sequences are written comma-separated. Values are converted leniently from text (``"5"`` is an
 int, ``"true"``/``"1"`` a bool); a value that does not convert raises ConfigError naming the
 variable.
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
+from msgspec import Meta
 from msgspec import inspect as mi
 
 from shared.errors import ConfigError
@@ -32,6 +37,10 @@ from shared.errors import ConfigError
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of every settings Struct."""
+
+
+INLINE = Meta(extra={"inline": True})
+"""Annotates a nested settings field whose variables leave out the field's own name."""
 
 
 S = TypeVar("S", bound=Settings)
@@ -51,6 +60,15 @@ def _struct_info(cls: type[Any]) -> mi.StructType:
     return info
 
 
+def _inline(t: mi.Type) -> bool:
+    return isinstance(t, mi.Metadata) and bool((t.extra or {}).get("inline"))
+
+
+def _env_path(field: mi.Field, path: tuple[str, ...]) -> tuple[str, ...]:
+    """The variable name segments of ``field`` below ``path``: an inline group adds none."""
+    return path if _inline(field.type) else (*path, field.name)
+
+
 def _unwrap(t: mi.Type) -> mi.Type:
     if isinstance(t, mi.Metadata):
         return _unwrap(t.type)
@@ -66,7 +84,7 @@ def _collect(
 ) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     for field in info.fields:
-        field_path = (*path, field.name)
+        field_path = _env_path(field, path)
         field_type = _unwrap(field.type)
         if isinstance(field_type, mi.StructType):
             nested = _collect(field_type, prefix=prefix, path=field_path, environ=environ)
@@ -96,27 +114,46 @@ def load_settings(cls: type[S], *, prefix: str, environ: Mapping[str, str] | Non
     except msgspec.ValidationError as exc:
         message = str(exc)
         path = tuple(_PATH_SEGMENT.findall(message.rpartition("at `$")[2]))
-        where = env_name(prefix, path) if path else prefix + "*"
+        where = env_name(prefix, _variable_path(cls, path)) if path else prefix + "*"
         shown = f"={environ[where]!r}" if where in environ else ""
         raise ConfigError(f"{where}{shown}: {message.split(' - at ')[0]}") from exc
+
+
+def _variable_path(cls: type[Any], fields: tuple[str, ...]) -> tuple[str, ...]:
+    """The variable name segments of the field at ``fields`` (attribute names from the root)."""
+    info: mi.Type = _struct_info(cls)
+    path: tuple[str, ...] = ()
+    for name in fields:
+        if not isinstance(info, mi.StructType):
+            return (*path, name)
+        field = next((f for f in info.fields if f.name == name), None)
+        if field is None:
+            return (*path, name)
+        path = _env_path(field, path)
+        info = _unwrap(field.type)
+    return path
 
 
 def describe_settings(cls: type[Settings], *, prefix: str) -> list[tuple[str, str, str]]:
     """(variable, default, description) for every field, nested ones included, for docs."""
     rows: list[tuple[str, str, str]] = []
 
-    def walk(info: mi.StructType, path: tuple[str, ...]) -> None:
+    def walk(info: mi.StructType, path: tuple[str, ...], defaults: Any) -> None:
+        # ``defaults`` is the Struct this level's values default to: a nested field's own
+        # default may differ from its class's (``lease: Lease = Lease(name="mine")``).
         for field in info.fields:
-            field_path = (*path, field.name)
+            field_path = _env_path(field, path)
             field_type = _unwrap(field.type)
+            default = field.default if defaults is None else getattr(defaults, field.name)
             if isinstance(field_type, mi.StructType):
-                walk(field_type, field_path)
+                nested = default if isinstance(default, msgspec.Struct) else None
+                walk(field_type, field_path, nested)
                 continue
             description = ""
             if isinstance(field.type, mi.Metadata):
                 description = str((field.type.extra_json_schema or {}).get("description", ""))
-            default = "" if field.required else repr(field.default)
-            rows.append((env_name(prefix, field_path), default, description))
+            shown = "" if field.required and defaults is None else repr(default)
+            rows.append((env_name(prefix, field_path), shown, description))
 
-    walk(_struct_info(cls), ())
+    walk(_struct_info(cls), (), None)
     return rows

@@ -10,8 +10,11 @@ Kubernetes and applies the decisions:
 - ``gang``, ``ranks``, ``nodes``, ``records``, ``plan`` (with its steps in ``planning``),
   ``capacity``: pure functions (gang size, pod ranks, node facts, the Placement record, the
   per-domain plan, clique capacity);
-- ``caches``, ``book``, ``state``: informers, the leader's own writes, the engine's view;
+- ``caches``, ``routing``, ``state``: informers, which domains (and whether capacity) each
+  change concerns, the engine's view; the leader's own Placement writes are kept in
+  shared/kube/ownwrites.py's ``OwnWrites``;
 - ``reconciler``, ``writes``, ``publisher``: the reconcile loop, API writes, capacity events;
+- ``metrics``, ``settings``: the allocator's own instruments; CDO_CLIQUE_ALLOCATOR_*;
 - ``controller``: everything assembled; ``__main__`` composes it into a process.
 
 See docs/clique-allocator.md.

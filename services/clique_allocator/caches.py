@@ -1,7 +1,8 @@
 """The allocator's informers, their indexes, and the lookups built on them.
 
-Every replica lists and watches, leader or not: the webhook needs ComputeDomains and
-ResourceClaimTemplates on every replica, and a standby takes over with warm caches.
+Every replica lists and watches, leader or not (shared/kube/informers.py): the webhook needs
+ComputeDomains and ResourceClaimTemplates on every replica, and a standby takes over with warm
+caches. Which domains a change of each concerns is ``routing.py``'s.
 
 - ComputeDomains, indexed by ``namespace/template name``;
 - Placements, indexed by member node;
@@ -13,8 +14,7 @@ ResourceClaimTemplates on every replica, and a standby takes over with warm cach
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Literal
+from typing import Literal
 
 from services.clique_allocator.objects import (
     Workload,
@@ -29,7 +29,8 @@ from shared.crds.names import DOMAIN_LABEL, GPU_RESOURCE
 from shared.crds.placement import Placement
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer
-from shared.kube.keys import ObjectKey
+from shared.kube.informers import InformerSet
+from shared.kube.keys import ObjectKey, key_of
 from shared.kube.models import Node, Pod, ResourceClaimTemplate
 from shared.kube.resources import (
     JOBS,
@@ -69,28 +70,22 @@ def owner_uid(pod: Pod) -> list[str]:
     return [owner.uid] if owner is not None else []
 
 
-class Caches:
+class Caches(InformerSet):
     """Informers for everything placement and the webhook depend on."""
 
     def __init__(
         self, client: KubeClient, *, settings: CliqueAllocatorSettings, metrics: Metrics
     ) -> None:
-        tuning = settings.informer
-
-        def informer(resource: Any, kind: Any) -> Any:
-            return Informer(client, resource, kind, settings=tuning, metrics=metrics)
-
-        self.domains: Informer[ComputeDomain] = informer(COMPUTE_DOMAINS, ComputeDomain)
-        self.placements: Informer[Placement] = informer(PLACEMENTS, Placement)
-        self.templates: Informer[ResourceClaimTemplate] = informer(
-            RESOURCE_CLAIM_TEMPLATES, ResourceClaimTemplate
-        )
-        self.pods: Informer[Pod] = informer(PODS, Pod)
-        self.nodes: Informer[Node] = informer(NODES, Node)
+        super().__init__(client, settings=settings.informer, metrics=metrics)
+        self.domains = self.informer(COMPUTE_DOMAINS, ComputeDomain)
+        self.placements = self.informer(PLACEMENTS, Placement)
+        self.templates = self.informer(RESOURCE_CLAIM_TEMPLATES, ResourceClaimTemplate)
+        self.pods = self.informer(PODS, Pod)
+        self.nodes = self.informer(NODES, Node)
         self.workloads: dict[str, Informer[Workload]] = {
-            "ReplicaSet": informer(REPLICA_SETS, Workload),
-            "StatefulSet": informer(STATEFUL_SETS, Workload),
-            "Job": informer(JOBS, Workload),
+            "ReplicaSet": self.informer(REPLICA_SETS, Workload),
+            "StatefulSet": self.informer(STATEFUL_SETS, Workload),
+            "Job": self.informer(JOBS, Workload),
         }
         self.domains.add_index(
             BY_TEMPLATE, lambda d: [namespaced(d.metadata.namespace, d.template_name)]
@@ -101,27 +96,9 @@ class Caches:
         self.pods.add_index(BY_GPU_NODE, gpu_node)
 
     @property
-    def informers(self) -> list[Informer[Any]]:
-        return [
-            self.domains,
-            self.placements,
-            self.templates,
-            self.pods,
-            self.nodes,
-            *self.workloads.values(),
-        ]
-
-    @property
-    def synced(self) -> bool:
-        return all(informer.synced for informer in self.informers)
-
-    @property
     def webhook_synced(self) -> bool:
         """What the webhook reads is in the caches."""
         return self.domains.synced and self.templates.synced
-
-    async def wait_synced(self) -> None:
-        await asyncio.gather(*(informer.wait_synced() for informer in self.informers))
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -139,7 +116,7 @@ class Caches:
     def domains_of(self, pod: Pod) -> list[ObjectKey]:
         """Domains whose template one of the pod's claims comes from."""
         return [
-            ObjectKey(namespace=domain.metadata.namespace, name=domain.metadata.name)
+            key_of(domain)
             for template in pod_template_keys(pod)
             for domain in self.domains.cache.by_index(BY_TEMPLATE, template)
         ]

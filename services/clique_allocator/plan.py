@@ -45,7 +45,7 @@ from services.clique_allocator.planning.notices import Notice, change_notices, d
 from services.clique_allocator.planning.pin import seat_pods
 from services.clique_allocator.planning.places import Places
 from services.clique_allocator.planning.release import release
-from services.clique_allocator.planning.reserve import reserve
+from services.clique_allocator.planning.reserve import Reserved, reserve
 from services.clique_allocator.planning.slices import SliceHold, holds_of, record_of
 from services.clique_allocator.planning.spread import span_per_slice
 from shared.crds.computedomain import ComputeDomain
@@ -247,27 +247,10 @@ def _plan(
     )
     places = Places(view, placement)
     before = holds_of(placement) if placement is not None else []
-    released = release(
-        before,
-        pods=pods.by_name,
-        ranks=ranks,
-        usable=places.usable,
-        node_slot=places.slot,
-        gang_pods=ask.pods,
-    )
-    failed_over = (
-        fail_over(
-            released,
-            view,
-            key=key,
-            gpus_per_pod=ask.gpus,
-            policy=domain.spec.failover,
-            healthy=places.healthy,
-            now=now,
-        )
-        if now is not None
-        else FailedOver(released=released)
-    )
+    failed_over = _release(
+        key=key, domain=domain, before=before, pods=pods, ask=ask, places=places, view=view,
+        ranks=ranks, now=now,
+    )  # fmt: skip
     released = failed_over.released
     growth = plan_growth(
         released,
@@ -289,6 +272,61 @@ def _plan(
         held.extend(holds(pods.waiting, reserved.not_placed.reason, reserved.not_placed.message))
         notices = not_placed_notice(reserved.not_placed, held)
         return Plan(pins=pods.repins, holds=tuple(held), notices=notices, waiting=True)
+    return _seat(
+        placement=placement, before=before, pods=pods, waiting=waiting, held=held, ask=ask,
+        places=places, reserved=reserved, failed_over=failed_over, ranks=ranks,
+    )  # fmt: skip
+
+
+def _release(
+    *,
+    key: str,
+    domain: ComputeDomain,
+    before: Sequence[SliceHold],
+    pods: _Pods,
+    ask: _Ask,
+    places: Places,
+    view: ClusterView,
+    ranks: Mapping[str, int],
+    now: datetime | None,
+) -> FailedOver:
+    """What the record still holds once gone pods and lost nodes are let go, and once slices
+    stuck past their grace fail over (only with a clock to judge the grace by)."""
+    released = release(
+        before,
+        pods=pods.by_name,
+        ranks=ranks,
+        usable=places.usable,
+        node_slot=places.slot,
+        gang_pods=ask.pods,
+    )
+    if now is None:
+        return FailedOver(released=released)
+    return fail_over(
+        released,
+        view,
+        key=key,
+        gpus_per_pod=ask.gpus,
+        policy=domain.spec.failover,
+        healthy=places.healthy,
+        now=now,
+    )
+
+
+def _seat(
+    *,
+    placement: PlacementSpec | None,
+    before: Sequence[SliceHold],
+    pods: _Pods,
+    waiting: Sequence[Pod],
+    held: list[Hold],
+    ask: _Ask,
+    places: Places,
+    reserved: Reserved,
+    failed_over: FailedOver,
+    ranks: Mapping[str, int],
+) -> Plan:
+    """Seat the waiting pods in what is reserved, and the record and plan that follow."""
     seated = seat_pods(reserved.holds, waiting=waiting, ranks=ranks, node_slot=places.slot)
     held.extend(hold_left(seated.left, reserved.not_placed, gang_pods=ask.pods, source=ask.source))
     # Pods of a slice that failed over are evicted until they are gone (the list is in the

@@ -24,9 +24,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Tracer
 
-from services.clique_allocator.book import PlacementBook
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
+from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
 from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
 from services.clique_allocator.planning.hold import Hold
@@ -41,9 +41,9 @@ from shared.crds.placement import Placement
 from shared.kube.errors import KubeApiError
 from shared.kube.keys import ObjectKey
 from shared.kube.models import Pod
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
-from shared.metrics import Metrics
 from shared.tracing import exports
 from shared.tracing.story import node_faults, story_annotations, story_parent, story_patch
 
@@ -66,10 +66,10 @@ class AllocatorReconciler:
         *,
         caches: Caches,
         state: ClusterState,
-        book: PlacementBook,
+        book: OwnWrites[Placement],
         writes: AllocatorWrites,
         recorder: EventRecorder,
-        metrics: Metrics,
+        metrics: AllocatorMetrics,
         tracer: Tracer,
         on_capacity_change: Callable[[], None],
         pod_writes: int = 16,

@@ -13,10 +13,8 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from shared.kube.informer import InformerSettings
-from shared.kube.leader import LeaderElectionSettings
-from shared.kube.ratelimit import RateLimitSettings
-from shared.settings import Settings, describe_settings, load_settings
+from shared.kube.settings import ApiSettings, ControllerSettings, LeaseSettings, LoopSettings
+from shared.settings import INLINE, Settings, describe_settings, load_settings
 
 ENV_PREFIX = "CDO_CLIQUE_ALLOCATOR_"
 
@@ -55,25 +53,13 @@ class WebhookSettings(Settings, frozen=True, kw_only=True):
     ] = 2.0
 
 
-class CliqueAllocatorSettings(Settings, frozen=True, kw_only=True):
-    """How the allocator reaches the API, elects a leader, paces its work and serves its webhook."""
+class CliqueAllocatorSettings(ControllerSettings, frozen=True, kw_only=True):
+    """How the allocator reaches the API, elects a leader, paces its work and serves its webhook
+    (the shared groups are shared/kube/settings.py's; the defaults here are the allocator's)."""
 
-    kubeconfig: Annotated[
-        str, Meta(description="Path of a kubeconfig; empty: the in-cluster service account.")
-    ] = ""
-    request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
-        30.0
-    )
-    lease_namespace: Annotated[
-        str, Meta(description="Namespace of the leader-election Lease.", min_length=1)
-    ] = "cdo-system"
-    lease_name: Annotated[
-        str, Meta(description="Name of the leader-election Lease.", min_length=1)
-    ] = "cdo-clique-allocator"
-    resync_s: Annotated[
-        float,
-        Meta(description="Look at every domain again this often, events or not (0: never).", ge=0),
-    ] = 600.0
+    api: Annotated[ApiSettings, INLINE] = ApiSettings(field_manager="cdo-clique-allocator")
+    lease: LeaseSettings = LeaseSettings(name="cdo-clique-allocator")
+    loop: Annotated[LoopSettings, INLINE] = LoopSettings(workers=8)
     retry_waiting_s: Annotated[
         float,
         Meta(
@@ -82,23 +68,9 @@ class CliqueAllocatorSettings(Settings, frozen=True, kw_only=True):
             ge=0,
         ),
     ] = 30.0
-    field_manager: Annotated[
-        str, Meta(description="fieldManager of the allocator's writes.", min_length=1)
-    ] = "cdo-clique-allocator"
-    workers: Annotated[
-        int,
-        Meta(
-            description="Domains reconciled concurrently (never one domain twice); decisions "
-            "are taken one at a time, pod writes run in parallel.",
-            ge=1,
-        ),
-    ] = 8
     pod_writes: Annotated[
         int, Meta(description="Pod patches one reconcile sends at once.", ge=1)
     ] = 16
-    reconcile_timeout_s: Annotated[
-        float, Meta(description="Longest one reconcile may run before it is retried.", gt=0)
-    ] = 60.0
     capacity_interval_s: Annotated[
         float,
         Meta(
@@ -108,9 +80,6 @@ class CliqueAllocatorSettings(Settings, frozen=True, kw_only=True):
         ),
     ] = 0.2
     webhook: WebhookSettings = WebhookSettings()
-    leader_election: LeaderElectionSettings = LeaderElectionSettings()
-    retries: RateLimitSettings = RateLimitSettings()
-    informer: InformerSettings = InformerSettings()
 
 
 def load(environ: Mapping[str, str] | None = None) -> CliqueAllocatorSettings:

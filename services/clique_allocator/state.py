@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from services.clique_allocator.book import PlacementBook
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts
 from services.clique_allocator.placement import ClusterView, Reservation
 from services.clique_allocator.planning.slices import reservations_of
 from services.clique_allocator.records import foreign_reservation
 from shared.crds.names import GPU_RESOURCE
+from shared.crds.placement import Placement
+from shared.kube.ownwrites import OwnWrites
 
 log = logging.getLogger("cdo.clique_allocator")
 
@@ -30,7 +31,7 @@ log = logging.getLogger("cdo.clique_allocator")
 class ClusterState:
     """The current :class:`ClusterView` and node facts, rebuilt lazily after invalidation."""
 
-    def __init__(self, caches: Caches, book: PlacementBook) -> None:
+    def __init__(self, caches: Caches, book: OwnWrites[Placement]) -> None:
         self._caches = caches
         self._book = book
         self._view: ClusterView | None = None

@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from services.domain_controller.caches import DEVICE_CLASS_KEY, Caches
+from services.domain_controller.caches import Caches
 from services.domain_controller.deviceclass import DeviceClassReconciler
 from services.domain_controller.membership import Ledger
 from services.domain_controller.orphans import collect_orphans
 from services.domain_controller.reconciler import DomainReconciler
+from services.domain_controller.routing import DEVICE_CLASS_KEY, connect
 from services.domain_controller.settings import DomainControllerSettings
-from services.domain_controller.writes import DomainWrites, OwnWrites
+from services.domain_controller.writes import DomainWrites
+from shared.crds.computedomain import ComputeDomain
 from shared.events.subjects import DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
-from shared.kube.keys import ObjectKey
+from shared.kube.keys import ObjectKey, key_of
 from shared.kube.leader import LeaderElector
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import ReconcileRunner, RunnerSettings
 from shared.kube.recorder import EventRecorder
 from shared.kube.workqueue import WorkQueue
@@ -49,10 +52,10 @@ class DomainController:
         self.device_classes = WorkQueue[ObjectKey](
             name="deviceclasses", metrics=ctx.metrics, rate_limit=settings.retries
         )
-        self.caches.route(self.domains, self.device_classes)
         self.ledger = Ledger()
-        own = OwnWrites()
-        self.writes = DomainWrites(client, field_manager=settings.field_manager, own=own)
+        own = OwnWrites[ComputeDomain]()
+        connect(self.caches, domains=self.domains, device_classes=self.device_classes, own=own)
+        self.writes = DomainWrites(client, field_manager=settings.api.field_manager, own=own)
         self.reconciler = DomainReconciler(
             caches=self.caches,
             writes=self.writes,
@@ -63,16 +66,14 @@ class DomainController:
             ),
             ledger=self.ledger,
             tracer=ctx.tracer,
-            resync_s=settings.resync_s,
+            resync_s=settings.loop.resync_s,
         )
         self.domain_runner = ReconcileRunner(
             name="computedomains",
             queue=self.domains,
             reconcile=self.reconciler.reconcile,
             metrics=ctx.metrics,
-            settings=RunnerSettings(
-                workers=settings.workers, reconcile_timeout_s=settings.reconcile_timeout_s
-            ),
+            settings=settings.loop,
         )
         self.device_class_runner = ReconcileRunner(
             name="deviceclasses",
@@ -83,8 +84,8 @@ class DomainController:
         )
         self.elector = LeaderElector(
             client,
-            namespace=settings.lease_namespace,
-            name=settings.lease_name,
+            namespace=settings.lease.namespace,
+            name=settings.lease.name,
             identity=ctx.instance,
             settings=settings.leader_election,
         )
@@ -92,9 +93,7 @@ class DomainController:
     def start(self) -> None:
         """Register the root tasks and shutdown steps with the service's supervisor."""
         supervisor = self._ctx.supervisor
-        for informer in self.caches.informers:
-            supervisor.start(f"{informer.resource.plural} informer", informer.run())
-        self._ctx.readiness.add("caches synced", lambda: self.caches.synced)
+        self.caches.start(supervisor=supervisor, readiness=self._ctx.readiness)
         supervisor.start("leader election", self.elector.run(self._lead))
         supervisor.on_shutdown("drain domains", self.domain_runner.drain, phase="intake")
         supervisor.on_shutdown("drain device class", self.device_class_runner.drain, phase="intake")
@@ -120,9 +119,7 @@ class DomainController:
             },
         )
         for domain in domains:
-            self.domains.add(
-                ObjectKey(namespace=domain.metadata.namespace, name=domain.metadata.name)
-            )
+            self.domains.add(key_of(domain))
         self.device_classes.add(DEVICE_CLASS_KEY)
         async with asyncio.TaskGroup() as loops:
             loops.create_task(self.domain_runner.run(), name="computedomains reconcile")

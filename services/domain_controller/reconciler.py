@@ -43,7 +43,7 @@ from services.domain_controller.template import (
     spec_drifted,
 )
 from services.domain_controller.tracecontext import desired_annotations, fault_context, ready
-from services.domain_controller.writes import DomainWrites, OwnWrites
+from services.domain_controller.writes import DomainWrites
 from shared.bus import EventBus
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS
@@ -58,6 +58,7 @@ from shared.events import DomainMembershipChanged
 from shared.kube.errors import KubeApiError
 from shared.kube.keys import ObjectKey
 from shared.kube.models import ResourceClaimTemplate
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder, EventType
 from shared.tracing import annotations_for, exports
@@ -77,7 +78,7 @@ class DomainReconciler:
         *,
         caches: Caches,
         writes: DomainWrites,
-        own_writes: OwnWrites,
+        own_writes: OwnWrites[ComputeDomain],
         bus: EventBus,
         recorder: EventRecorder,
         ledger: Ledger,
@@ -96,7 +97,7 @@ class DomainReconciler:
     async def reconcile(self, key: ObjectKey) -> Result:
         attributes = {"cdo.domain.namespace": key.namespace, "cdo.domain.name": key.name}
         text = str(key)
-        domain = self._own.latest(text, self._caches.domains.cache.get(text))
+        domain = self._own.current(text, self._caches.domains.cache.get(text))
         # Trace annotations are read and written only while spans are exported: with tracing
         # off the controller does exactly what it did without them.
         traced = exports(self._tracer)

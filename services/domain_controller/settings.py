@@ -13,53 +13,22 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from shared.kube.informer import InformerSettings
-from shared.kube.leader import LeaderElectionSettings
-from shared.kube.ratelimit import RateLimitSettings
-from shared.settings import Settings, describe_settings, load_settings
+from shared.kube.settings import ApiSettings, ControllerSettings, LeaseSettings, LoopSettings
+from shared.settings import INLINE, describe_settings, load_settings
 
 ENV_PREFIX = "CDO_DOMAIN_CONTROLLER_"
 
 
-class DomainControllerSettings(Settings, frozen=True, kw_only=True):
-    """How the domain controller reaches the API, elects a leader and paces its work."""
+class DomainControllerSettings(ControllerSettings, frozen=True, kw_only=True):
+    """How the domain controller reaches the API, elects a leader and paces its work (the
+    groups are shared/kube/settings.py's; the defaults here are the domain controller's)."""
 
-    kubeconfig: Annotated[
-        str, Meta(description="Path of a kubeconfig; empty: the in-cluster service account.")
-    ] = ""
     namespace: Annotated[
         str, Meta(description="Watch ComputeDomains (and their pods) in this namespace only.")
     ] = ""
-    request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
-        30.0
-    )
-    lease_namespace: Annotated[
-        str, Meta(description="Namespace of the leader-election Lease.", min_length=1)
-    ] = "cdo-system"
-    lease_name: Annotated[
-        str, Meta(description="Name of the leader-election Lease.", min_length=1)
-    ] = "cdo-domain-controller"
-    resync_s: Annotated[
-        float,
-        Meta(description="Look at every domain again this often, events or not (0: never).", ge=0),
-    ] = 600.0
-    field_manager: Annotated[
-        str, Meta(description="fieldManager of the controller's writes.", min_length=1)
-    ] = "cdo-domain-controller"
-    workers: Annotated[
-        int,
-        Meta(
-            description="Domains reconciled concurrently (never one domain twice); a reconcile "
-            "mostly waits for the API, so more workers than cores pays.",
-            ge=1,
-        ),
-    ] = 16
-    reconcile_timeout_s: Annotated[
-        float, Meta(description="Longest one reconcile may run before it is retried.", gt=0)
-    ] = 60.0
-    leader_election: LeaderElectionSettings = LeaderElectionSettings()
-    retries: RateLimitSettings = RateLimitSettings()
-    informer: InformerSettings = InformerSettings()
+    api: Annotated[ApiSettings, INLINE] = ApiSettings(field_manager="cdo-domain-controller")
+    lease: LeaseSettings = LeaseSettings(name="cdo-domain-controller")
+    loop: Annotated[LoopSettings, INLINE] = LoopSettings(workers=16)
 
 
 def load(environ: Mapping[str, str] | None = None) -> DomainControllerSettings:

@@ -29,26 +29,37 @@ Ready exactly when condition Ready is True; ``status.nodes`` has one entry per m
 ``status.cliques`` one entry per clique the slices use; ``status.clique`` and
 ``status.channel`` are set only for a domain in exactly one clique.
 
+The messages' wording is ``status_messages.py``'s; the node, clique and event entries are
+``status_entries.py``'s.
+
 The phase published in membership events: ``Deleting``; ``NotReady`` (template conflict);
 ``Pending`` (not placed); ``Degraded``; ``Ready``; else ``Placed`` (waiting for pods).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
 import msgspec
 
 from services.domain_controller.facts import DomainFacts
-from services.domain_controller.members import Layout, MemberNode, SliceView, layout
-from shared.crds.computedomain import (
-    ComputeDomainClique,
-    ComputeDomainNode,
-    ComputeDomainStatus,
-    DomainCondition,
+from services.domain_controller.members import Layout, layout
+from services.domain_controller.status_entries import (
+    clique_entries,
+    event_member,
+    event_slice,
+    node_entries,
 )
+from services.domain_controller.status_messages import (
+    listed,
+    moves,
+    short_of_room,
+    spread,
+    stuck,
+    where,
+)
+from shared.crds.computedomain import ComputeDomainStatus, DomainCondition
 from shared.crds.placement import PlacementSpec
 from shared.events import DomainMember, DomainSlice
 
@@ -59,7 +70,6 @@ DELETING = "Deleting"
 
 DeletionStep = Literal["WaitingForPods", "WaitingForPlacementRelease", "Releasing"]
 
-_LISTED = 5  # names listed in a message before "and N more"
 # Degraded reasons, most serious first: the domain reports the worst one.
 _SEVERITY = (
     "NodeFault",
@@ -91,48 +101,6 @@ class _Verdict(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
-def listed(names: Sequence[str]) -> str:
-    """``a, b, c`` with at most a few names, then ``and N more``."""
-    shown = ", ".join(names[:_LISTED])
-    more = len(names) - _LISTED
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _where(placed: Layout) -> str:
-    """Where the domain runs, for messages: ``nodes of clique X, channel 7`` for one slice."""
-    nodes = f"{len(placed.nodes)} nodes"
-    pieces = placed.slices
-    if len(placed.cliques) == 1:
-        clique, channel = pieces[0].spec.clique, pieces[0].spec.channel
-        spread = "" if len(pieces) == 1 else f" in {len(pieces)} slices"
-        return f"{nodes}{spread} of clique {clique}, channel {channel}"
-    cliques = [f"{c} channel {placed.slices_in(c)[0].spec.channel}" for c in placed.cliques]
-    return f"{nodes} in {len(pieces)} slices across {len(placed.cliques)} cliques: " + listed(
-        cliques
-    )
-
-
-def _short_of_room(placement: PlacementSpec, placed: Layout) -> str:
-    """Why the placement holds room for fewer pods than the gang: the slices short of it."""
-    reserved = placement.reserved_pods
-    if len(placed.slices) == 1:
-        clique = placed.slices[0].spec.clique
-        return (
-            f"room reserved for {reserved} of {placement.size} pods; the rest wait for room "
-            f"in clique {clique}"
-        )
-    short = [
-        f"slice {piece.spec.index} in clique {piece.spec.clique} holds room for {piece.room} "
-        f"of its {piece.spec.size} pods"
-        for piece in placed.slices
-        if piece.short
-    ]
-    uncovered = placement.size - sum(piece.spec.size for piece in placed.slices)
-    if uncovered > 0:
-        short.append(f"{uncovered} pods in no slice yet")
-    return f"room reserved for {reserved} of {placement.size} pods: {listed(short)}"
-
-
 def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
     if placement is None:
         return _Verdict(status="False", reason="NotPlaced", message="the domain is not placed")
@@ -142,7 +110,7 @@ def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
         # placed domain with fewer reserved pods has lost members (a fault evicted them and
         # the allocator released their node) or grew beyond the room its cliques have left.
         return _Verdict(
-            status="True", reason="MembersMissing", message=_short_of_room(placement, placed)
+            status="True", reason="MembersMissing", message=short_of_room(placement, placed)
         )
     if not troubled:
         return _Verdict(
@@ -152,43 +120,23 @@ def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
         )
     worst = min(_SEVERITY.index(m.problem) for m in troubled)
     details = [m.detail for m in sorted(troubled, key=lambda m: _SEVERITY.index(m.problem))]
-    message = "; ".join(part for part in (listed(details), _stuck(placement)) if part)
+    message = "; ".join(part for part in (listed(details), stuck(placement)) if part)
     return _Verdict(status="True", reason=_SEVERITY[worst], message=message)
-
-
-def _stuck(placement: PlacementSpec) -> str:
-    """The slices the allocator found its clique cannot hold (``waitingSince``), if any."""
-    return "; ".join(
-        f"slice {piece.index} cannot be made whole in clique {piece.clique} since "
-        f"{piece.waiting_since.isoformat()}"
-        for piece in placement.all_slices
-        if piece.waiting_since is not None
-    )
-
-
-def _moves(placement: PlacementSpec) -> str:
-    """The slices that failed over, and from where."""
-    return "; ".join(
-        f"slice {piece.index} failed over from clique {piece.moved_from}"
-        + (f" at {piece.moved_at.isoformat()}" if piece.moved_at is not None else "")
-        for piece in placement.all_slices
-        if piece.moved_from
-    )
 
 
 def _placed(facts: DomainFacts, placed: Layout) -> _Verdict:
     placement = facts.placement
     if placement is not None:
         message = (
-            f"{placement.placed_pods} pods on {_where(placed)}"
+            f"{placement.placed_pods} pods on {where(placed)}"
             if placed.slices
             else "the allocator's record holds no slice yet"
         )
-        moves = _moves(placement)
+        moved = moves(placement)
         return _Verdict(
             status="True",
             reason="Placed",
-            message=f"{message}; {moves}" if moves else message,
+            message=f"{message}; {moved}" if moved else message,
         )
     if facts.deleting:
         return _Verdict(
@@ -229,18 +177,9 @@ def _ready(facts: DomainFacts, placed: Layout, degraded: _Verdict) -> _Verdict:
     return _Verdict(
         status="True",
         reason="AllMembersReady",
-        message=f"{pods} pods running on {len(placed.nodes)} nodes{_spread(placed)}, "
+        message=f"{pods} pods running on {len(placed.nodes)} nodes{spread(placed)}, "
         "IMEX ready on each",
     )
-
-
-def _spread(placed: Layout) -> str:
-    """For a domain of several slices: `` in 3 slices across 2 cliques``; else ""."""
-    if len(placed.slices) < 2:
-        return ""
-    cliques = len(placed.cliques)
-    across = "of one clique" if cliques == 1 else f"across {cliques} cliques"
-    return f" in {len(placed.slices)} slices {across}"
 
 
 def deletion_step(facts: DomainFacts) -> DeletionStep:
@@ -303,63 +242,6 @@ def _phase(facts: DomainFacts, ready: _Verdict, degraded: _Verdict) -> str:
     return "Placed"
 
 
-def _node_entries(placed: Layout) -> tuple[ComputeDomainNode, ...]:
-    return tuple(
-        ComputeDomainNode(
-            name=m.name,
-            ip_address=m.address,
-            clique_id=m.clique,
-            index=m.slot,
-            status="Ready" if m.ready else "NotReady",
-        )
-        for m in placed.nodes
-    )
-
-
-def _clique_entries(placed: Layout) -> tuple[ComputeDomainClique, ...]:
-    entries = []
-    for clique in placed.cliques:
-        pieces = placed.slices_in(clique)
-        nodes = placed.nodes_in(clique)
-        entries.append(
-            ComputeDomainClique(
-                clique=clique,
-                channel=pieces[0].spec.channel,
-                slices=tuple(piece.spec.index for piece in pieces),
-                nodes=len(nodes),
-                ready_nodes=sum(1 for node in nodes if node.ready),
-                pods=sum(piece.pods for piece in pieces),
-                running_pods=sum(piece.running for piece in pieces),
-            )
-        )
-    return tuple(entries)
-
-
-def _event_member(m: MemberNode) -> DomainMember:
-    return DomainMember(
-        node=m.name,
-        index=m.slot,
-        address=m.address,
-        pods=len(m.pods),
-        gpus=m.gpus,
-        status="Ready" if m.ready else "NotReady",
-        clique=m.clique,
-    )
-
-
-def _event_slice(piece: SliceView) -> DomainSlice:
-    return DomainSlice(
-        index=piece.spec.index,
-        clique=piece.spec.clique,
-        channel=piece.spec.channel,
-        first_rank=piece.spec.first_rank,
-        size=piece.spec.size,
-        pods=piece.pods,
-        running=piece.running,
-        nodes=piece.nodes,
-    )
-
-
 def compute_status(
     facts: DomainFacts, *, previous: ComputeDomainStatus, now: datetime
 ) -> Assessment:
@@ -381,11 +263,11 @@ def compute_status(
         _condition(kind, verdict, facts=facts, previous=previous, now=now)
         for kind, verdict in verdicts
     )
-    cliques = _clique_entries(placed)
+    cliques = clique_entries(placed)
     one = cliques[0] if len(cliques) == 1 else None  # clique and channel of a one-clique domain
     status = ComputeDomainStatus(
         status="Ready" if ready.status == "True" else "NotReady",
-        nodes=_node_entries(placed),
+        nodes=node_entries(placed),
         conditions=conditions,
         observed_generation=facts.generation,
         clique=one.clique if one is not None else None,
@@ -397,8 +279,8 @@ def compute_status(
         status=status,
         phase=_phase(facts, ready, degraded),
         reason=reason,
-        members=tuple(_event_member(m) for m in placed.nodes),
-        slices=tuple(_event_slice(piece) for piece in placed.slices),
+        members=tuple(event_member(m) for m in placed.nodes),
+        slices=tuple(event_slice(piece) for piece in placed.slices),
         size=placement.size if placement is not None else facts.gang_size,
         deletion=step,
     )

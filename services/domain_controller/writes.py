@@ -1,4 +1,5 @@
-"""The controller's writes to the API, and reading its own writes back before the cache does.
+"""The controller's writes to the API; each ComputeDomain it writes is remembered in its
+OwnWrites (shared/kube/ownwrites.py), so a reconcile reads its own writes before the cache does.
 
 Every write is idempotent or guarded: finalizer changes carry the resourceVersion they were
 computed from (a stale view fails with 409 and is retried from fresh state); deletions carry the
@@ -17,6 +18,7 @@ from shared.crds.definitions import COMPUTE_DOMAINS
 from shared.crds.names import DOMAIN_FINALIZER
 from shared.kube.client import KubeClient
 from shared.kube.models import DeviceClass, ResourceClaimTemplate
+from shared.kube.ownwrites import OwnWrites
 from shared.kube.resources import DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES
 
 _decode_domain = msgspec.json.Decoder(ComputeDomain)
@@ -24,42 +26,12 @@ _decode_device_class = msgspec.json.Decoder(DeviceClass)
 _decode_template = msgspec.json.Decoder(ResourceClaimTemplate)
 
 
-class OwnWrites:
-    """The newest version of each domain this controller wrote, until its cache shows it.
-
-    A watch event for a write arrives a moment after the write returns. A reconcile in that
-    moment would otherwise act on the older version: add the finalizer twice (a 409 and a retry)
-    or write the same status again.
-    """
-
-    def __init__(self) -> None:
-        self._written: dict[str, tuple[frozenset[str], ComputeDomain]] = {}
-
-    def remember(self, before: ComputeDomain, after: ComputeDomain) -> None:
-        superseded = {before.metadata.resource_version}
-        entry = self._written.get(after.key)
-        if entry is not None and entry[1].metadata.resource_version in superseded:
-            superseded |= entry[0]
-        self._written[after.key] = (frozenset(superseded), after)
-
-    def latest(self, key: str, cached: ComputeDomain | None) -> ComputeDomain | None:
-        entry = self._written.get(key)
-        if entry is None:
-            return cached
-        superseded, written = entry
-        if cached is not None and cached.metadata.resource_version in superseded:
-            return written
-        del self._written[key]  # the cache caught up (or moved past us): trust it again
-        return cached
-
-    def __len__(self) -> int:
-        return len(self._written)
-
-
 class DomainWrites:
     """Writes to ComputeDomains, their templates and the DeviceClass."""
 
-    def __init__(self, client: KubeClient, *, field_manager: str, own: OwnWrites) -> None:
+    def __init__(
+        self, client: KubeClient, *, field_manager: str, own: OwnWrites[ComputeDomain]
+    ) -> None:
         self._client = client
         self._manager = field_manager
         self._own = own
@@ -76,7 +48,7 @@ class DomainWrites:
             field_manager=self._manager,
         )
         updated = _decode_domain.decode(raw)
-        self._own.remember(domain, updated)
+        self._own.wrote(updated)
         return updated
 
     async def add_finalizer(

@@ -17,17 +17,24 @@ msgspec Struct) to root keys. The helpers build the common ones:
 An event handler turns a mapper into adds with :func:`enqueue_mapped`. On an update it should
 map both the old and the new object, so that a root the object stopped referring to also looks
 again. A mapper never raises for odd data: an object it cannot map yields no key.
+
+A :data:`Route` maps a whole change, ``(old, new)`` as an informer reports it, to root keys, so
+that it can also decide that a change concerns no root (a heartbeat); :func:`enqueue_routed`
+turns one into an informer handler. Each controller keeps its routes in its ``routing`` module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from shared.kube.keys import ObjectKey
 from shared.kube.objects import get_field, get_str, labels_of, metadata_str, owner_references_of
 from shared.kube.workqueue import WorkQueue
 
 KeyMapper = Callable[[object], Iterable[ObjectKey]]
+T = TypeVar("T")
+Route = Callable[[T | None, T | None], Iterable[ObjectKey]]
 
 
 def _key(*, namespace: str, name: str) -> ObjectKey | None:
@@ -124,6 +131,18 @@ def enqueue_mapped(queue: WorkQueue[ObjectKey], mapper: KeyMapper) -> Callable[[
 
     def handle(obj: object) -> None:
         for key in mapper(obj):
+            queue.add(key)
+
+    return handle
+
+
+def enqueue_routed(
+    queue: WorkQueue[ObjectKey], route: Route[T]
+) -> Callable[[T | None, T | None], None]:
+    """An informer handler that adds every key ``route`` finds for a change to ``queue``."""
+
+    def handle(old: T | None, new: T | None) -> None:
+        for key in route(old, new):
             queue.add(key)
 
     return handle

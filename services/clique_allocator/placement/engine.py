@@ -12,8 +12,7 @@
 3. **new slices** for the remaining new pods: fixed-size slices (``slice_pods``) each go to the
    clique that scores best (``score``); without a fixed size, pods that fit the largest clique go
    to one slice in the best-scoring clique with room (or wait for one), and more are cut into
-   the fewest slices that fit (``cut``). Within a clique pods fill nodes by ``fill`` (any
-   number of nodes) or ``span`` (exactly ``span`` nodes).
+   the fewest slices that fit (``cut``). Where inside a clique a slice goes is ``slice.py``'s.
 
 All or nothing: if any step fails, nothing is placed and the reason names the slice. A
 domain's channel in a clique is the one it already has there (any of its slices), else the
@@ -22,8 +21,6 @@ by explicit keys), so the same input always gives the same output.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from services.clique_allocator.placement import messages
 from services.clique_allocator.placement.cut import Shortfall, fewest_slices
@@ -34,15 +31,16 @@ from services.clique_allocator.placement.decision import (
     Reason,
     SlicePlacement,
 )
-from services.clique_allocator.placement.fill import materialize, plan_fill
 from services.clique_allocator.placement.layout import new_slice_sizes, request_problem
-from services.clique_allocator.placement.model import GangRequest, NodeShare, Reservation
-from services.clique_allocator.placement.score import Score, score_fill, score_nodes
-from services.clique_allocator.placement.span import plan_span, span_room
-from services.clique_allocator.placement.state import CliqueState
+from services.clique_allocator.placement.model import GangRequest
+from services.clique_allocator.placement.slice import (
+    SliceOutcome,
+    fill_into,
+    grow,
+    not_placed,
+    place_new,
+)
 from services.clique_allocator.placement.view import ClusterView
-
-SliceOutcome = tuple[Reservation, SlicePlacement]
 
 
 class _Progress:
@@ -127,13 +125,13 @@ def _move_slices(progress: _Progress) -> NotPlaced | None:
     for move in sorted(request.moves, key=lambda m: m.slice_index):
         old = progress.by_slice.get(move.slice_index)
         if old is None:
-            return _not_placed(
+            return not_placed(
                 request.domain,
                 Reason.INVALID_REQUEST,
                 f"domain {request.domain} holds no slice {move.slice_index} to move",
             )
         progress.drop(move.slice_index)
-        outcome = _place_new(
+        outcome = place_new(
             progress.view,
             request=request,
             slice_index=move.slice_index,
@@ -155,7 +153,7 @@ def _reach_targets(progress: _Progress) -> NotPlaced | None:
         if wanted <= 0:
             continue
         excluded = progress.excluded(target.slice_index)
-        outcome = _grow(progress.view, current, wanted=wanted, span=request.span, excluded=excluded)
+        outcome = grow(progress.view, current, wanted=wanted, span=request.span, excluded=excluded)
         if isinstance(outcome, NotPlaced):
             return progress.failed(outcome, target.slice_index)
         progress.add(outcome)
@@ -171,7 +169,7 @@ def _extend_last(progress: _Progress) -> NotPlaced | None:
     take = 0 if state is None else min(request.new_pods, state.capacity(request.gpus_per_pod))
     if take == 0:
         return None
-    outcome = _grow(progress.view, last, wanted=take, span=None, excluded=frozenset())
+    outcome = grow(progress.view, last, wanted=take, span=None, excluded=frozenset())
     if isinstance(outcome, NotPlaced):  # pragma: no cover - the clique was just seen to have room
         return progress.failed(outcome, last.slice_index)
     progress.add(outcome)
@@ -191,7 +189,7 @@ def _open_new_slices(progress: _Progress) -> NotPlaced | None:
     progress.slices += len(sizes)
     for pods in sizes:
         index = progress.next_index()
-        outcome = _place_new(
+        outcome = place_new(
             progress.view,
             request=request,
             slice_index=index,
@@ -216,10 +214,10 @@ def _cut_into_fewest(progress: _Progress, pods: int) -> NotPlaced | None:
         state = before.clique(clique)
         assert state is not None  # the cut was made on this very view
         index = progress.next_index()
-        progress.add(_fill_into(state, request, slice_index=index, pods=state.capacity(gpus)))
+        progress.add(fill_into(state, request, slice_index=index, pods=state.capacity(gpus)))
     index = progress.next_index()
     # The last slice goes to another clique than the full ones, so the view before them serves.
-    outcome = _place_new(
+    outcome = place_new(
         before,
         request=request,
         slice_index=index,
@@ -233,37 +231,6 @@ def _cut_into_fewest(progress: _Progress, pods: int) -> NotPlaced | None:
     return None
 
 
-def _fill_into(
-    state: CliqueState, request: GangRequest, *, slice_index: int, pods: int
-) -> SliceOutcome:
-    """A new slice of ``pods`` pods in ``state``, which has room for them."""
-    steps = plan_fill(state, pods=pods, gpus_per_pod=request.gpus_per_pod)
-    assert steps is not None
-    channel = state.channel_for(request.domain)
-    assert channel is not None
-    placed = materialize(state, steps, hosting=frozenset())
-    return _new_slice(state, request, slice_index=slice_index, channel=channel, placed=placed)
-
-
-def _new_slice(
-    state: CliqueState,
-    request: GangRequest,
-    *,
-    slice_index: int,
-    channel: int,
-    placed: Mapping[int, int],
-) -> SliceOutcome:
-    """A new slice in ``state`` on ``channel`` with ``placed`` pods per node index."""
-    base = Reservation(
-        domain=request.domain,
-        slice_index=slice_index,
-        clique=state.id,
-        channel=channel,
-        gpus_per_pod=request.gpus_per_pod,
-    )
-    return _result(state, base=base, placed=placed)
-
-
 def _short(
     view: ClusterView, *, request: GangRequest, pods: int, shortfall: Shortfall
 ) -> NotPlaced:
@@ -273,195 +240,8 @@ def _short(
         message = messages.larger_than_cluster(
             pods=pods, gpus_per_pod=gpus, room=empty, cliques=len(view.cliques)
         )
-        return _not_placed(request.domain, Reason.LARGER_THAN_CLUSTER, message)
+        return not_placed(request.domain, Reason.LARGER_THAN_CLUSTER, message)
     message = messages.no_room_together(
         pods=pods, gpus_per_pod=gpus, room=shortfall.room, cliques=shortfall.cliques
     )
-    return _not_placed(request.domain, Reason.INSUFFICIENT_CAPACITY, message)
-
-
-def _place_new(
-    view: ClusterView,
-    *,
-    request: GangRequest,
-    slice_index: int,
-    wanted: int,
-    excluded: frozenset[str],
-    skip: frozenset[str] = frozenset(),
-) -> SliceOutcome | NotPlaced:
-    """A new slice: the best-scoring clique with room and a channel (not one of ``skip``)."""
-    gpus = request.gpus_per_pod
-    span = request.span
-    shapes = view.pod_shapes
-    best: tuple[Score, CliqueState, dict[int, int] | None, int] | None = None
-    most_room: tuple[int, int, str] | None = None
-    if span is None:
-        roomiest = view.most_room(gpus)
-        most_room = None if roomiest is None else (roomiest[0], roomiest[0], roomiest[1])
-        if most_room is None or most_room[0] < wanted:
-            return _why_not(
-                view,
-                request=request,
-                wanted=wanted,
-                most_room=most_room,
-                channel_blocked=False,
-            )
-    channel_blocked = False
-    for state in view.cliques:
-        if state.id in skip:
-            continue
-        placed_nodes: dict[int, int] | None = None
-        if span is None:
-            if state.capacity(gpus) < wanted:
-                continue
-            steps = plan_fill(state, pods=wanted, gpus_per_pod=gpus)
-            if steps is None:
-                continue
-            score = score_fill(state, steps, shapes=shapes, gpus_per_pod=gpus, pods=wanted)
-        else:
-            offer = span_room(state, gpus_per_pod=gpus, existing={}, span=span, excluded=excluded)
-            placed_nodes = plan_span(state, offer, pods=wanted, gpus_per_pod=gpus, existing={})
-            if placed_nodes is None:
-                nodes = min(len(offer.candidates), span)
-                most_room = _more(most_room, (nodes, offer.pods, state.id))
-                continue
-            score = score_nodes(state, placed_nodes, shapes=shapes, gpus_per_pod=gpus)
-        channel = state.channel_for(request.domain)
-        if channel is None:
-            channel_blocked = True
-            continue
-        if best is None or score < best[0]:
-            best = (score, state, placed_nodes, channel)
-    if best is None:
-        return _why_not(
-            view,
-            request=request,
-            wanted=wanted,
-            most_room=most_room,
-            channel_blocked=channel_blocked,
-        )
-    _, state, placed_nodes, channel = best
-    if placed_nodes is None:
-        return _fill_into(state, request, slice_index=slice_index, pods=wanted)
-    return _new_slice(state, request, slice_index=slice_index, channel=channel, placed=placed_nodes)
-
-
-def _grow(
-    view: ClusterView,
-    current: Reservation,
-    *,
-    wanted: int,
-    span: int | None,
-    excluded: frozenset[str],
-) -> SliceOutcome | NotPlaced:
-    """More pods for a slice that already has a clique: there, or nowhere."""
-    gpus = current.gpus_per_pod
-    state = view.clique(current.clique)
-    if state is None:
-        return _not_placed(
-            current.domain,
-            Reason.CLIQUE_UNAVAILABLE,
-            f"the slice's clique {current.clique} is no longer in the cluster",
-        )
-    existing = {share.node: share.pods for share in current.shares}
-    if span is None:
-        steps = plan_fill(state, pods=wanted, gpus_per_pod=gpus)
-        placed = None if steps is None else materialize(state, steps, hosting=frozenset(existing))
-    else:
-        if len(existing) > span:
-            return _not_placed(
-                current.domain,
-                Reason.INVALID_REQUEST,
-                f"the slice already spans {len(existing)} nodes in clique {current.clique}, "
-                f"more than the {span} it asks for",
-            )
-        if wanted < span - len(existing):
-            return _not_placed(
-                current.domain,
-                Reason.INVALID_REQUEST,
-                f"{messages.pods_of(wanted, gpus)} more cannot take the slice from "
-                f"{len(existing)} to {span} nodes",
-            )
-        offer = span_room(state, gpus_per_pod=gpus, existing=existing, span=span, excluded=excluded)
-        placed = plan_span(state, offer, pods=wanted, gpus_per_pod=gpus, existing=existing)
-    if placed is None:
-        message = messages.clique_full(
-            clique=state.id, pods=wanted, gpus_per_pod=gpus, room=state.capacity(gpus)
-        )
-        return _not_placed(current.domain, Reason.CLIQUE_FULL, message)
-    return _result(state, base=current, placed=placed)
-
-
-def _why_not(
-    view: ClusterView,
-    *,
-    request: GangRequest,
-    wanted: int,
-    most_room: tuple[int, int, str] | None,
-    channel_blocked: bool,
-) -> NotPlaced:
-    gpus = request.gpus_per_pod
-    span = request.span
-    largest = view.largest_clique(gpus)
-    if largest is not None and (largest[0] < wanted or (span is not None and largest[1] < span)):
-        message = messages.larger_than_any(
-            pods=wanted, gpus_per_pod=gpus, span=span, largest=largest
-        )
-        return _not_placed(request.domain, Reason.LARGER_THAN_ANY_CLIQUE, message)
-    if channel_blocked:
-        return _not_placed(
-            request.domain,
-            Reason.NO_FREE_CHANNEL,
-            "every clique with room has all of its IMEX channels in use",
-        )
-    if span is None:
-        whole_nodes = gpus in view.node_sizes and len(view.node_sizes) == 1
-        message = messages.no_room(
-            pods=wanted,
-            gpus_per_pod=gpus,
-            whole_nodes=whole_nodes,
-            best=None if most_room is None else (most_room[0], most_room[2]),
-        )
-    else:
-        message = messages.no_room_on_span(
-            pods=wanted, gpus_per_pod=gpus, span=span, best=most_room
-        )
-    return _not_placed(request.domain, Reason.INSUFFICIENT_CAPACITY, message)
-
-
-def _result(state: CliqueState, *, base: Reservation, placed: Mapping[int, int]) -> SliceOutcome:
-    """The slice's reservation with ``placed`` added, and where its new pods go."""
-    position = {node.name: index for index, node in enumerate(state.nodes)}
-    counts = {share.node: share.pods for share in base.shares}
-    for index, pods in placed.items():
-        name = state.nodes[index].name
-        counts[name] = counts.get(name, 0) + pods
-    # Shares in slot order; shares on nodes that left the clique after them, by name.
-    ordered = sorted(counts, key=lambda name: (position.get(name, len(position)), name))
-    reservation = Reservation(
-        domain=base.domain,
-        slice_index=base.slice_index,
-        clique=base.clique,
-        channel=base.channel,
-        gpus_per_pod=base.gpus_per_pod,
-        shares=tuple(NodeShare(node=name, pods=counts[name]) for name in ordered),
-    )
-    pod_nodes = tuple(
-        state.nodes[index].name for index in sorted(placed) for _ in range(placed[index])
-    )
-    return reservation, SlicePlacement(
-        slice_index=base.slice_index, clique=base.clique, channel=base.channel, pod_nodes=pod_nodes
-    )
-
-
-def _more(
-    best: tuple[int, int, str] | None, candidate: tuple[int, int, str]
-) -> tuple[int, int, str]:
-    """The roomier of two (nodes or room, room, clique); the lower clique id on a tie."""
-    if best is None or candidate[:2] > best[:2]:
-        return candidate
-    return best
-
-
-def _not_placed(domain: str, reason: Reason, message: str) -> NotPlaced:
-    return NotPlaced(domain=domain, reason=reason, message=message)
+    return not_placed(request.domain, Reason.INSUFFICIENT_CAPACITY, message)

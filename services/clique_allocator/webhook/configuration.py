@@ -46,6 +46,15 @@ class ServiceReference(msgspec.Struct, frozen=True, kw_only=True):
     port: int = 443
 
 
+POD_CREATE_RULE: dict[str, Any] = {
+    "operations": ["CREATE"],
+    "apiGroups": [""],
+    "apiVersions": ["v1"],
+    "resources": ["pods"],
+    "scope": "Namespaced",
+}
+
+
 def webhook_configuration(
     *,
     ca_bundle: bytes,
@@ -60,33 +69,14 @@ def webhook_configuration(
 
     ``ca_bundle`` is the PEM of the CA that signed the serving certificate.
     """
-    if (service is None) == (url is None):
-        raise ValueError("give exactly one of service and url")
+    client = client_config(ca_bundle=ca_bundle, service=service, url=url)
     if not 1 <= timeout_s <= 30:
         raise ValueError(f"timeoutSeconds must be between 1 and 30, not {timeout_s}")
-    client: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode()}
-    if service is not None:
-        client["service"] = {
-            "namespace": service.namespace,
-            "name": service.name,
-            "port": service.port,
-            "path": WEBHOOK_PATH,
-        }
-    else:
-        client["url"] = f"{str(url).rstrip('/')}{WEBHOOK_PATH}"
     webhook: dict[str, Any] = {
         "name": WEBHOOK_NAME,
         "admissionReviewVersions": ["v1"],
         "clientConfig": client,
-        "rules": [
-            {
-                "operations": ["CREATE"],
-                "apiGroups": [""],
-                "apiVersions": ["v1"],
-                "resources": ["pods"],
-                "scope": "Namespaced",
-            }
-        ],
+        "rules": [POD_CREATE_RULE],
         "matchPolicy": "Equivalent",
         "matchConditions": [{"name": "has-template-claims", "expression": MATCH_TEMPLATE_CLAIMS}],
         "failurePolicy": failure_policy,
@@ -113,3 +103,22 @@ def webhook_configuration(
         },
         "webhooks": [webhook],
     }
+
+
+def client_config(
+    *, ca_bundle: bytes, service: ServiceReference | None, url: str | None
+) -> dict[str, Any]:
+    """How the API server reaches the webhook: exactly one of the Service and a URL."""
+    if (service is None) == (url is None):
+        raise ValueError("give exactly one of service and url")
+    client: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode()}
+    if service is not None:
+        client["service"] = {
+            "namespace": service.namespace,
+            "name": service.name,
+            "port": service.port,
+            "path": WEBHOOK_PATH,
+        }
+    else:
+        client["url"] = f"{str(url).rstrip('/')}{WEBHOOK_PATH}"
+    return client

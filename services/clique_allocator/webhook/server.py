@@ -17,6 +17,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.settings import WebhookSettings
 from services.clique_allocator.webhook.admission import (
     AdmissionRequest,
@@ -29,7 +30,6 @@ from services.clique_allocator.webhook.admission import (
 )
 from services.clique_allocator.webhook.configuration import WEBHOOK_PATH
 from services.clique_allocator.webhook.templates import LookupFailedError, TemplateClassifier
-from shared.metrics import Metrics
 
 log = logging.getLogger("cdo.clique_allocator.webhook")
 
@@ -77,7 +77,7 @@ class WebhookServer:
         settings: WebhookSettings,
         classifier: TemplateClassifier,
         synced: Callable[[], bool],
-        metrics: Metrics,
+        metrics: AllocatorMetrics,
     ) -> None:
         self._settings = settings
         self._classifier = classifier

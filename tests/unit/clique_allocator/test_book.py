@@ -1,11 +1,11 @@
-"""The leader's own Placement writes, until the informer shows them."""
+"""The leader's own Placement writes (shared/kube/ownwrites.py), until the informer shows them."""
 
 from __future__ import annotations
 
 import msgspec
 
-from services.clique_allocator.book import PlacementBook
 from shared.crds.placement import Placement
+from shared.kube.ownwrites import OwnWrites
 
 from .builders import record
 
@@ -19,7 +19,7 @@ def placement(rv: str, uid: str = "u1", channel: int = 0) -> Placement:
 
 
 def test_our_writes_win_until_the_cache_catches_up() -> None:
-    book = PlacementBook()
+    book = OwnWrites[Placement]()
     v1, v2 = placement("1"), placement("2", channel=1)
     book.wrote(v1)
     book.wrote(v2)
@@ -32,7 +32,7 @@ def test_our_writes_win_until_the_cache_catches_up() -> None:
 
 
 def test_a_change_by_someone_else_hands_the_key_back_to_the_cache() -> None:
-    book = PlacementBook()
+    book = OwnWrites[Placement]()
     book.wrote(placement("1"))
     foreign = placement("7", channel=5)
     assert book.observe(placement("1"), foreign)
@@ -40,7 +40,7 @@ def test_a_change_by_someone_else_hands_the_key_back_to_the_cache() -> None:
 
 
 def test_deletions() -> None:
-    book = PlacementBook()
+    book = OwnWrites[Placement]()
     book.wrote(placement("1"))
     book.deleted("default/train", uid="u1")
     assert book.current("default/train", placement("1")) is None  # the cache still has it
@@ -51,7 +51,7 @@ def test_deletions() -> None:
 
 
 def test_a_late_deletion_of_an_earlier_incarnation_leaves_the_new_record() -> None:
-    book = PlacementBook()
+    book = OwnWrites[Placement]()
     book.deleted("default/train", uid="old")
     fresh = placement("9", uid="new")
     book.wrote(fresh)
@@ -60,7 +60,7 @@ def test_a_late_deletion_of_an_earlier_incarnation_leaves_the_new_record() -> No
 
 
 def test_after_a_conflict_the_apis_version_is_adopted() -> None:
-    book = PlacementBook()
+    book = OwnWrites[Placement]()
     book.wrote(placement("1"))
     fresh = placement("4", channel=2)
     book.adopt("default/train", fresh)

@@ -12,8 +12,8 @@ def test_defaults() -> None:
     settings = load({})
     assert settings.webhook.port == 9443
     assert settings.webhook.cert_file.endswith("tls.crt")
-    assert settings.lease_name == "cdo-clique-allocator"
-    assert settings.lease_namespace == "cdo-system"
+    assert settings.lease.name == "cdo-clique-allocator"
+    assert settings.lease.namespace == "cdo-system"
 
 
 def test_variables_override_nested_settings() -> None:
@@ -26,7 +26,7 @@ def test_variables_override_nested_settings() -> None:
         }
     )
     assert (settings.webhook.port, settings.webhook.key_file) == (8443, "/tls/key.pem")
-    assert settings.workers == 3
+    assert settings.loop.workers == 3
     assert settings.leader_election.lease_duration_s == 5
 
 

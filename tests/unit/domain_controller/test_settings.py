@@ -10,7 +10,7 @@ from shared.errors import ConfigError
 
 def test_defaults_and_nested_variables() -> None:
     settings = load({})
-    assert (settings.workers, settings.lease_namespace, settings.kubeconfig) == (
+    assert (settings.loop.workers, settings.lease.namespace, settings.api.kubeconfig) == (
         16,
         "cdo-system",
         "",
@@ -22,7 +22,7 @@ def test_defaults_and_nested_variables() -> None:
             "CDO_DOMAIN_CONTROLLER_INFORMER_PAGE_SIZE": "100",
         }
     )
-    assert tuned.workers == 4
+    assert tuned.loop.workers == 4
     assert tuned.leader_election.lease_duration_s == 2.0
     assert tuned.informer.page_size == 100
 

@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from services.domain_controller.facts import DomainFacts
-from services.domain_controller.status import compute_status, listed
+from services.domain_controller.status import compute_status
+from services.domain_controller.status_messages import listed
 from shared.crds.computedomain import ComputeDomainClique, ComputeDomainStatus, DomainCondition
 from shared.events import DomainMember, DomainSlice
 

@@ -1,0 +1,41 @@
+"""The allocator's own instruments, registered in the service's registry.
+
+Labels are low-cardinality: webhook names, results and reasons; never a domain or node name.
+The instruments every controller has (reconciles, work queues, informers) are shared/metrics.py's.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from shared.metrics import LATENCY_BUCKETS, Metrics
+
+
+class AllocatorMetrics:
+    """Admissions, placement decisions and waiting gangs of one allocator replica."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        r = metrics.registry
+        self.admissions = Counter(
+            "cdo_admissions",
+            "Admission reviews answered, by webhook and result (gated, passed, refused, error).",
+            ["webhook", "result"],
+            registry=r,
+        )
+        self.placement_decisions = Counter(
+            "cdo_placement_decisions",
+            "Placement decisions: a record written (Recorded) or a gang left waiting (its reason).",
+            ["result"],
+            registry=r,
+        )
+        self.placement_decision_seconds = Histogram(
+            "cdo_placement_decision_seconds",
+            "Time one placement decision took, view rebuild included.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.waiting_gangs = Gauge(
+            "cdo_waiting_gangs",
+            "Domains with pods the allocator cannot place now.",
+            registry=r,
+        )

@@ -1,0 +1,178 @@
+"""Which domains each change concerns, and whether it changes capacity: pure functions of
+``(old, new)``, one per kind.
+
+- a ComputeDomain: itself;
+- a Placement: itself, when the change was not the leader's own write (and then capacity
+  changed: the view is rebuilt and waiting gangs try again);
+- a pod: the domains whose template its claims name, when its phase, gates, pin, node, GPUs,
+  owner or deletion changed; a pod outside every Placement that starts or stops holding GPUs on
+  a node also changes capacity;
+- a node: the domains with a member on it, when its clique, GPUs, slot, health or
+  schedulability changed (heartbeats do nothing); capacity changes with it;
+- a ReplicaSet, StatefulSet or Job: the domains of its pods, when the size it wants changed.
+
+The functions read the caches only through the lookups they are given and return a
+:class:`Routed`; :func:`connect` registers them as the informers' handlers and applies what they
+return: the keys are queued, then a capacity change is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from services.clique_allocator.caches import BY_NODE, Caches, gpu_node, owner_uid, pod_template_keys
+from services.clique_allocator.gang import workload_pods
+from services.clique_allocator.nodes import node_facts
+from services.clique_allocator.objects import Workload, finished, gated, pinned_to
+from shared.crds.computedomain import ComputeDomain
+from shared.crds.names import GPU_RESOURCE
+from shared.crds.placement import Placement
+from shared.kube.keys import ObjectKey, key_of
+from shared.kube.mapping import enqueue_routed
+from shared.kube.models import Node, Pod
+from shared.kube.ownwrites import OwnWrites
+from shared.kube.workqueue import WorkQueue
+
+
+class Routed(msgspec.Struct, frozen=True, kw_only=True):
+    """What one change concerns."""
+
+    keys: tuple[ObjectKey, ...] = ()
+    """Domains to reconcile, in order."""
+    capacity: bool | None = None
+    """None: capacity did not change; True: it grew (waiting gangs try again); False: it shrank."""
+
+
+NOTHING = Routed()
+
+
+def pod_facts(pod: Pod) -> tuple[Any, ...]:
+    """What a domain's reconcile depends on about a pod."""
+    return (
+        finished(pod),
+        gated(pod),
+        pinned_to(pod),
+        pod.spec.node_name,
+        pod.metadata.deletion_timestamp is not None,
+        pod.gpus(GPU_RESOURCE),
+        tuple(pod_template_keys(pod)),
+        tuple(owner_uid(pod)),
+    )
+
+
+def domain_changed(old: ComputeDomain | None, new: ComputeDomain | None) -> list[ObjectKey]:
+    """A ComputeDomain: itself."""
+    return list(dict.fromkeys(key_of(obj) for obj in (old, new) if obj is not None))
+
+
+def placement_changed(old: Placement | None, new: Placement | None, *, ours: bool) -> Routed:
+    """A Placement: nothing when the change is the echo of our own write (``ours``); else its
+    domain, and capacity changed."""
+    obj = new or old
+    if ours or obj is None:
+        return NOTHING
+    return Routed(keys=(key_of(obj),), capacity=True)
+
+
+def pod_changed(
+    old: Pod | None,
+    new: Pod | None,
+    *,
+    domains_of: Callable[[Pod], list[ObjectKey]],
+    recorded: Callable[[Pod], bool],
+) -> Routed:
+    """A pod: its domains when what a reconcile reads changed; capacity when a pod no
+    Placement names (``recorded``) starts or stops holding GPUs on a node."""
+    keys: list[ObjectKey] = []
+    if old is None or new is None or pod_facts(old) != pod_facts(new):
+        keys = sorted({key for pod in (old, new) if pod for key in domains_of(pod)})
+    before = gpu_node(old) if old is not None else []
+    after = gpu_node(new) if new is not None else []
+    pod = new or old
+    capacity = None
+    if before != after and pod is not None and not recorded(pod):
+        capacity = bool(before)
+    return Routed(keys=tuple(keys), capacity=capacity)
+
+
+def node_changed(
+    old: Node | None, new: Node | None, *, placed_on: Callable[[str], list[ObjectKey]]
+) -> Routed:
+    """A node: when its facts changed, the domains with a member on it, and capacity (which
+    grew unless the node is gone)."""
+    before = node_facts(old) if old is not None else None
+    after = node_facts(new) if new is not None else None
+    node = new or old
+    if before == after or node is None:
+        return NOTHING
+    return Routed(keys=tuple(placed_on(node.metadata.name)), capacity=after is not None)
+
+
+def workload_changed(
+    kind: str,
+    old: Workload | None,
+    new: Workload | None,
+    *,
+    domains_owned_by: Callable[[str], list[ObjectKey]],
+) -> list[ObjectKey]:
+    """A ReplicaSet, StatefulSet or Job: the domains of its pods, when its size changed."""
+    if old is not None and new is not None and workload_pods(kind, old) == workload_pods(kind, new):
+        return []
+    workload = new or old
+    return [] if workload is None else domains_owned_by(workload.metadata.uid)
+
+
+def connect(
+    caches: Caches,
+    *,
+    queue: WorkQueue[ObjectKey],
+    book: OwnWrites[Placement],
+    on_capacity: Callable[[bool], None],
+) -> None:
+    """Register the handlers; ``on_capacity(grew)`` hears every capacity change."""
+
+    def apply(routed: Routed) -> None:
+        for key in routed.keys:
+            queue.add(key)
+        if routed.capacity is not None:
+            on_capacity(routed.capacity)
+
+    def recorded(pod: Pod) -> bool:
+        """The pod is named in its domain's Placement."""
+        for key in caches.domains_of(pod):
+            text = str(key)
+            placement = book.current(text, caches.placements.cache.get(text))
+            if placement is not None and pod.metadata.name in placement.spec.pod_names:
+                return True
+        return False
+
+    def placed_on(node: str) -> list[ObjectKey]:
+        return [key_of(p) for p in caches.placements.cache.by_index(BY_NODE, node)]
+
+    def domains_owned_by(uid: str) -> list[ObjectKey]:
+        return sorted({key for pod in caches.pods_owned_by(uid) for key in caches.domains_of(pod)})
+
+    def on_placement(old: Placement | None, new: Placement | None) -> None:
+        apply(placement_changed(old, new, ours=not book.observe(old, new)))
+
+    def on_pod(old: Pod | None, new: Pod | None) -> None:
+        apply(pod_changed(old, new, domains_of=caches.domains_of, recorded=recorded))
+
+    def on_node(old: Node | None, new: Node | None) -> None:
+        apply(node_changed(old, new, placed_on=placed_on))
+
+    def on_workload(kind: str) -> Callable[[Workload | None, Workload | None], None]:
+        def route(old: Workload | None, new: Workload | None) -> list[ObjectKey]:
+            return workload_changed(kind, old, new, domains_owned_by=domains_owned_by)
+
+        return enqueue_routed(queue, route)
+
+    caches.domains.add_handler(enqueue_routed(queue, domain_changed))
+    caches.placements.add_handler(on_placement)
+    caches.pods.add_handler(on_pod)
+    caches.nodes.add_handler(on_node)
+    for kind, informer in caches.workloads.items():
+        informer.add_handler(on_workload(kind))
