@@ -22,7 +22,8 @@ docs/imex-agent.md describes the design, the settings and the limitations.
 """
 
 from services.imex_agent.agent import ImexAgent
-from services.imex_agent.binaries import CommandImex, Imex, ImexProcess
+from services.imex_agent.binaries import Imex, ImexProcess
+from services.imex_agent.programs import CommandImex
 from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
 
 __all__ = [
