@@ -5,11 +5,17 @@ reports the node's IMEX state (node condition ``cdo.dev/ImexReady`` and NodeImex
 Modules, outside in:
 
 - ``__main__``: the composition root; ``agent``: one node's agent assembled from its parts;
-- ``daemon``: supervising the daemon (start or adopt, restart with backoff, SIGUSR1, stop);
+- ``daemon`` (a package): supervising the daemon: ``daemon.rules`` (the pure decision),
+  ``daemon.controller`` (the loop: start, restart, stop), ``daemon.adoption`` (a daemon an
+  earlier agent left running), ``daemon.signalling`` (the hosts block and SIGUSR1),
+  ``daemon.backoff`` (the pause before a restart);
   ``reporter``: polling ``nvidia-imex-ctl``, publishing state, writing the condition;
-  ``binaries``: the IMEX programs as processes (children, or the launcher's by pid);
-  ``launcher``: the daemon's own container in the DaemonSet, so it outlives the agent;
-  ``preflight``: the daemon record (adopt or not), leftovers and foreign daemons;
+- the IMEX programs: ``binaries`` (the ``Imex`` and ``ImexProcess`` handles and their errors),
+  ``programs`` (``CommandImex``, ``LauncherImex``), ``pidprocess`` (a daemon held through a
+  pidfd: spawned here, by the launcher, or adopted), ``launchprotocol`` (the agent's and the
+  launcher's one-line messages), ``launcher`` (the daemon's own container in the DaemonSet,
+  so it outlives the agent); ``preflight``: the daemon record (adopt or not), leftovers and
+  foreign daemons;
 - ``driver``: the DRA handler (``readiness``: whether the local daemon is READY, for
   prepare); ``claims``: claim -> domain -> channel; ``channels``: device nodes; ``cdi``: CDI
   specs; ``checkpoint``: what survives restarts; ``resourceslice``: the node's attachment
@@ -22,7 +28,8 @@ docs/imex-agent.md describes the design, the settings and the limitations.
 """
 
 from services.imex_agent.agent import ImexAgent
-from services.imex_agent.binaries import CommandImex, Imex, ImexProcess
+from services.imex_agent.binaries import Imex, ImexProcess
+from services.imex_agent.programs import CommandImex
 from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
 
 __all__ = [

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.imex_agent.agent import ImexAgent
-from services.imex_agent.binaries import CommandImex, LauncherImex
 from services.imex_agent.names import COMPONENT
+from services.imex_agent.programs import CommandImex, LauncherImex
 from services.imex_agent.settings import AgentSettings, ImexSettings, describe, load
 from shared.kube.client import KubeClient
 from shared.nvml import PynvmlNvml

@@ -141,33 +141,41 @@ class ImexAgent:
             publish=self._imex_state_changed,
             metrics=self.metrics,
         )
-        dra = settings.dra
+        self.devices, self.driver, self.plugin = self._dra(client, tracer)
+        self.slices: SlicePublisher | None = None
+
+    def _dra(
+        self, client: KubeClient, tracer: Tracer | None
+    ) -> tuple[ChannelDevices, ChannelDriver, KubeletPlugin]:
+        """The DRA side: the channel devices, the driver that prepares claims (once the local
+        daemon is ready), and the kubelet plugin that serves it."""
+        dra = self.settings.dra
         kubelet_root = Path(dra.kubelet_root)
         checkpoint = dra.checkpoint_file or str(
             kubelet_root / "plugins" / DRIVER_NAME / "checkpoint.json"
         )
-        self.devices = ChannelDevices(
+        devices = ChannelDevices(
             root=Path(dra.device_root), major=resolve_major(dra), mode=dra.device_mode
         )
-        self.driver = ChannelDriver(
+        driver = ChannelDriver(
             node=self.node,
             resolver=ClaimResolver(
                 client, node=self.node, driver=DRIVER_NAME, clique=lambda: self.clique
             ),
             checkpoint=CheckpointStore(Path(checkpoint)),
-            devices=self.devices,
+            devices=devices,
             cdi=CdiStore(Path(dra.cdi_root)),
             metrics=self.metrics,
             readiness=self.readiness,
             ready_wait_s=dra.ready_wait_s,
             tracer=tracer,
         )
-        self.plugin = KubeletPlugin(
+        plugin = KubeletPlugin(
             driver_name=DRIVER_NAME,
-            handler=self.driver,
+            handler=driver,
             paths=PluginPaths.for_driver(DRIVER_NAME, kubelet_root=kubelet_root),
         )
-        self.slices: SlicePublisher | None = None
+        return devices, driver, plugin
 
     @property
     def ready(self) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from services.imex_agent.files import atomic_write, remove
+from services.imex_agent.files import remove, write_bytes_if_changed
 from services.imex_agent.names import (
     CDI_FILE_PREFIX,
     CDI_KIND,
@@ -171,15 +171,7 @@ class CdiStore:
 
     def write(self, claim_uid: str, spec: CdiSpec) -> bool:
         """Write the claim's spec unless the file already holds it; True when written."""
-        path = self.path(claim_uid)
-        data = encode_spec(spec)
-        try:
-            if path.read_bytes() == data:
-                return False
-        except FileNotFoundError:
-            pass
-        atomic_write(path, data)
-        return True
+        return write_bytes_if_changed(self.path(claim_uid), encode_spec(spec))
 
     def remove(self, claim_uid: str) -> bool:
         return remove(self.path(claim_uid))

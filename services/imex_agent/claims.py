@@ -158,6 +158,30 @@ def _seating_here(spec: PlacementSpec, *, pod: str, domain: str, node: str) -> S
     return here
 
 
+def _the_claim(claim: Claim, obj: ResourceClaim | None, *, where: str) -> ResourceClaim:
+    """The claim the kubelet names, as it is now, or ClaimRefusedError."""
+    if obj is None:
+        raise ClaimRefusedError(f"{where} does not exist")
+    if obj.metadata.uid != claim.uid:
+        raise ClaimRefusedError(
+            f"{where} has uid {obj.metadata.uid}, not {claim.uid}: it was deleted and recreated"
+        )
+    return obj
+
+
+def _the_domain(obj: ResourceClaim, *, where: str) -> tuple[str, str]:
+    """The name and uid ("" when it names none) of the domain whose template made the claim,
+    or ClaimRefusedError."""
+    labels = obj.metadata.labels
+    domain = labels.get(DOMAIN_LABEL, "")
+    if not domain:
+        raise ClaimRefusedError(
+            f"{where} has no label {DOMAIN_LABEL}: it was not made from a ComputeDomain's "
+            "claim template"
+        )
+    return domain, labels.get(DOMAIN_UID_LABEL, "")
+
+
 def decide(
     *,
     claim: Claim,
@@ -174,23 +198,11 @@ def decide(
     ``elsewhere`` a Placement of the domain uid the claim names, found in another namespace.
     """
     where = f"ResourceClaim {claim.namespace}/{claim.name}"
-    if obj is None:
-        raise ClaimRefusedError(f"{where} does not exist")
-    if obj.metadata.uid != claim.uid:
-        raise ClaimRefusedError(
-            f"{where} has uid {obj.metadata.uid}, not {claim.uid}: it was deleted and recreated"
-        )
+    obj = _the_claim(claim, obj, where=where)
     devices = allocated_devices(obj, driver=driver, node=node)
     if not devices:
         raise ClaimRefusedError(f"{where} has no {driver} device allocated on node {node}")
-    labels = obj.metadata.labels
-    domain = labels.get(DOMAIN_LABEL, "")
-    domain_uid = labels.get(DOMAIN_UID_LABEL, "")
-    if not domain:
-        raise ClaimRefusedError(
-            f"{where} has no label {DOMAIN_LABEL}: it was not made from a ComputeDomain's "
-            "claim template"
-        )
+    domain, domain_uid = _the_domain(obj, where=where)
     if elsewhere is not None:
         raise ClaimRefusedError(
             f"{where} names ComputeDomain {elsewhere.metadata.namespace}/"

@@ -43,16 +43,25 @@ def sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_if_changed(path: Path, text: str) -> bool:
-    """Atomically write ``text`` unless the file already holds it; True when written."""
-    data = text.encode()
+def holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` exists with exactly ``data`` (then there is nothing to write)."""
     try:
-        if path.read_bytes() == data:
-            return False
+        return path.read_bytes() == data
     except FileNotFoundError:
-        pass
+        return False
+
+
+def write_bytes_if_changed(path: Path, data: bytes) -> bool:
+    """Atomically write ``data`` unless the file already holds it; True when written."""
+    if holds(path, data):
+        return False
     atomic_write(path, data)
     return True
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Atomically write ``text`` unless the file already holds it; True when written."""
+    return write_bytes_if_changed(path, text.encode())
 
 
 def write_in_place_if_changed(path: Path, text: str) -> bool:
@@ -62,11 +71,8 @@ def write_in_place_if_changed(path: Path, text: str) -> bool:
     replace first and falls back to rewriting the file in place.
     """
     data = text.encode()
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
+    if holds(path, data):
+        return False
     try:
         atomic_write(path, data)
     except OSError as exc:

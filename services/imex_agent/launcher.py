@@ -37,13 +37,9 @@ from pathlib import Path
 
 import msgspec
 
-from services.imex_agent.binaries import (
-    ImexStartError,
-    LaunchReply,
-    LaunchRequest,
-    PidProcess,
-    spawn,
-)
+from services.imex_agent.binaries import ImexStartError
+from services.imex_agent.launchprotocol import LaunchReply, LaunchRequest
+from services.imex_agent.pidprocess import PidProcess, spawn
 from services.imex_agent.settings import ImexSettings
 from shared.errors import ConfigError
 from shared.runtime.logs import configure_logging

@@ -23,18 +23,14 @@ import asyncio
 import contextlib
 import functools
 import logging
-import operator
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable
 
 import msgspec
 from nats import errors as nats_errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js import JetStreamContext, api
+from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from opentelemetry.trace import Tracer
 
@@ -43,6 +39,8 @@ from shared.bus import cloudevents, jetstream, wire
 from shared.bus.cancellation import cancellable
 from shared.bus.client import BusClient
 from shared.bus.connection import ConnectionWatch, connect
+from shared.bus.history import Delivery, DeliveryHandler, StartAt, latest_values
+from shared.bus.kinds import Kind
 from shared.bus.settings import NatsSettings
 from shared.bus.snapshots import SnapshotWriter
 from shared.errors import BusClosedError, EventError, FatalError
@@ -55,111 +53,8 @@ log = logging.getLogger("cdo.bus")
 
 Handler = Callable[[Event], Awaitable[None]]
 
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """An event read from the JetStream history, with its place in the stream."""
-
-    event: Event
-    subject: str
-    stream_sequence: int
-
-
-DeliveryHandler = Callable[[Delivery], Awaitable[None]]
-
-_PLACES_PER_TYPE = 4096
-"""Entities (per source) whose subject, snapshot key and header block start one publisher keeps
-at hand."""
 SUBSCRIBE_FLUSH_TIMEOUT_S = 2
 """Seconds subscribe waits for the server to confirm the subscription while connected."""
-
-
-class _Kind:
-    """What the bus works out once per event type rather than per message: names, metric
-    children, and the subject, snapshot key and envelope headers of recently seen entities."""
-
-    __slots__ = (
-        "_places",
-        "_tokens",
-        "ce_type",
-        "handle_seconds",
-        "published",
-        "received",
-        "template",
-    )
-
-    def __init__(self, cls: type[Event]) -> None:
-        self.ce_type = cls.ce_type()
-        self.template = cls.subject_template.template
-        self.published: Any = None
-        self.received: Any = None
-        self.handle_seconds: Any = None
-        fields = list(cls.subject_template.fields)
-        if cls.snapshot_template is not None:
-            fields += [f for f in cls.snapshot_template.fields if f not in fields]
-        standard = (
-            cls.subject is Event.subject
-            and cls.ce_subject is Event.ce_subject
-            and cls.snapshot_key is Event.snapshot_key
-        )
-        # Everything cached here derives from these fields alone, unless a type computes its
-        # subjects its own way.
-        self._tokens = operator.attrgetter(*fields) if fields and standard else None
-        self._places: dict[object, _Place] = {}
-
-    def place(self, event: Event) -> _Place:
-        """Where ``event`` goes, with the start of its header block (which names its source)."""
-        if self._tokens is None:
-            return self._place(event)
-        tokens = (self._tokens(event), event.source)
-        place = self._places.get(tokens)
-        if place is None:
-            if len(self._places) >= _PLACES_PER_TYPE:
-                self._places.clear()
-            place = self._places[tokens] = self._place(event)
-        return place
-
-    def _place(self, event: Event) -> _Place:
-        envelope = cloudevents.envelope_headers(
-            ce_type=self.ce_type,
-            source_header=cloudevents.header_value(event.source),
-            subject_header=cloudevents.header_value(event.ce_subject()),
-        )
-        return _Place(
-            subject=event.subject(),
-            snapshot_key=event.snapshot_key(),
-            block_start=wire.HEADER_LINE + wire.header_lines(envelope),
-        )
-
-
-class _Place(NamedTuple):
-    subject: str
-    snapshot_key: str | None
-    block_start: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class StartAt:
-    """Where a stream consumer starts: at a sequence, at a time, at the end, or (default) at
-    the beginning of the retained history."""
-
-    sequence: int | None = None
-    time: datetime | None = None
-    new_only: bool = False
-
-    def consumer_config(self) -> api.ConsumerConfig:
-        if self.sequence is not None:
-            return api.ConsumerConfig(
-                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.sequence
-            )
-        if self.time is not None:
-            return api.ConsumerConfig(
-                deliver_policy=api.DeliverPolicy.BY_START_TIME,
-                opt_start_time=self.time,
-            )
-        if self.new_only:
-            return api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
-        return api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL)
 
 
 class EventBus:
@@ -189,7 +84,7 @@ class EventBus:
         self._snapshots = SnapshotWriter(
             bucket=settings.snapshot_bucket, publish=self._publish_block
         )
-        self._kinds: dict[type[Event], _Kind] = {}
+        self._kinds: dict[type[Event], Kind] = {}
 
     # -- connection -------------------------------------------------------------------------
 
@@ -253,10 +148,10 @@ class EventBus:
     async def _publish_block(self, subject: str, block: bytes, payload: bytes) -> None:
         await self.nc.publish_block(subject, block, payload)
 
-    def _kind(self, cls: type[Event]) -> _Kind:
+    def _kind(self, cls: type[Event]) -> Kind:
         kind = self._kinds.get(cls)
         if kind is None:
-            kind = self._kinds[cls] = _Kind(cls)
+            kind = self._kinds[cls] = Kind(cls)
         return kind
 
     async def publish(self, event: Event) -> None:
@@ -401,7 +296,7 @@ class EventBus:
         if self._kv is None:
             self._kv = await self.js.key_value(self._settings.snapshot_bucket)
         events: list[Event] = []
-        async for payload in _latest_values(self._kv, keys):
+        async for payload in latest_values(self._kv, keys):
             try:
                 events.append(UNION_DECODER.decode(payload))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -431,16 +326,3 @@ class EventBus:
             except Exception as exc:
                 log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
         await cancellable(self._nc.drain())
-
-
-async def _latest_values(kv: KeyValue, keys: str) -> AsyncIterator[bytes]:
-    watcher = await kv.watch(keys, ignore_deletes=True)
-    try:
-        while True:
-            entry = await watcher.updates(timeout=5.0)  # type: ignore[no-untyped-call]
-            if entry is None:  # end of the current values
-                return
-            if entry.value:
-                yield entry.value
-    finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]

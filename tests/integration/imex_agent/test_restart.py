@@ -16,9 +16,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from services.imex_agent.binaries import is_running
 from services.imex_agent.checkpoint import CheckpointData
-from services.imex_agent.preflight import read_record
+from services.imex_agent.preflight import is_running, read_record
 from shared.crds.names import DRIVER_NAME
 from shared.kube.client import KubeClient
 from shared.kubeletapi import KubeletApiError, PrepareResult

@@ -17,15 +17,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from services.imex_agent.binaries import (
-    ImexStartError,
-    LaunchRequest,
-    NotAdoptableError,
-    PidProcess,
-    adopt_process,
-    spawn,
-)
+from services.imex_agent.binaries import ImexStartError, NotAdoptableError
 from services.imex_agent.launcher import request_refusal
+from services.imex_agent.launchprotocol import LaunchRequest
+from services.imex_agent.pidprocess import PidProcess, adopt_process, spawn
 from services.imex_agent.preflight import (
     DaemonRecord,
     ProcessFacts,
