@@ -60,6 +60,11 @@ class ImexProcess(Protocol):
         """SIGUSR1: reload credentials, re-resolve node names, restart outgoing connections."""
         ...
 
+    def takes_reload(self) -> bool:
+        """Whether a SIGUSR1 sent now reaches the daemon's handler. False while a daemon that is
+        still starting has not installed it: the default action would end the process."""
+        ...
+
     async def stop(self, *, timeout_s: float) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout_s``; the exit code as :meth:`wait` says it."""
         ...

@@ -103,6 +103,11 @@ class PidProcess:
     def reload(self) -> None:
         self._signal(signal.SIGUSR1)
 
+    def takes_reload(self) -> bool:
+        if self._exited:
+            return False
+        return catches_signal(self._pid, signal.SIGUSR1)
+
     async def stop(self, *, timeout_s: float) -> int | None:
         if self._exited:
             return self._code
@@ -140,6 +145,27 @@ def _reap(fd: int) -> int | None:
     if result is None:
         return None
     return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+
+
+def catches_signal(pid: int, signum: int, *, proc: Path = Path("/proc")) -> bool:
+    """Whether process ``pid`` catches or ignores ``signum`` now (Linux: the SigCgt and SigIgn
+    masks of ``/proc/PID/status``). A process that has gone, or whose status cannot be read,
+    catches nothing."""
+    try:
+        status = (proc / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    return signal_in_masks(status, signum)
+
+
+def signal_in_masks(status: str, signum: int) -> bool:
+    """Whether ``signum`` is in the SigCgt or SigIgn mask of a ``/proc/PID/status`` text (pure)."""
+    bit = 1 << (signum - 1)
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigCgt", "SigIgn") and int(value.strip() or "0", 16) & bit:
+            return True
+    return False
 
 
 def spawn(argv: Sequence[str], *, output: Path) -> PidProcess:

@@ -128,10 +128,12 @@ class ImexSettings(Settings, frozen=True, kw_only=True):
         Meta(
             description="How long this node's daemon keeps running after the node left its "
             "clique (no clique from NVML, or out of the roster): a label or fabric that comes "
-            "back within it costs no restart.",
+            "back within it costs no restart. The default is as long as a ComputeDomain's "
+            "default failover grace (spec.failover.graceSeconds, 300 s), so a fabric manager "
+            "restart or a short rack maintenance restarts no daemon.",
             ge=0,
         ),
-    ] = 30.0
+    ] = 300.0
     reload_min_interval_s: Annotated[
         float,
         Meta(

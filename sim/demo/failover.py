@@ -11,7 +11,7 @@ that clique and evicts the old pods; the Deployment's replacements run there and
 Ready again. Then the fabric comes back (the faults cleared) and the demo waits until the
 rack's nodes are in their clique and IMEX-ready again, so that the next act has both racks.
 
-The fabric is back well within the IMEX agents' leave grace (30 s), so the rack's IMEX daemons
+The fabric is back well within the IMEX agents' leave grace (300 s), so the rack's IMEX daemons
 are kept through the loss and none restarts. The checks on what is observed are pure functions
 (:func:`stuck_slice`, :func:`moved_slice`, :func:`ready_elsewhere`, :func:`whole_again`).
 """
@@ -242,7 +242,7 @@ async def lose_the_rack(
         restarts = simctl.imex_restarts(baseline, await read_counts(running))
         screen.note(
             f"IMEX daemon restarts so far: {restarts_phrase(restarts)} (an agent keeps its "
-            "daemon through a fabric loss shorter than its leave grace, 30 s by default)"
+            "daemon through a fabric loss shorter than its leave grace, 300 s by default)"
         )
     return FailoverFigures(
         rack=rack,

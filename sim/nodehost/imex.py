@@ -85,6 +85,10 @@ class _RunningDaemon:
     def reload(self) -> None:
         self._daemon.request_reconnect()
 
+    def takes_reload(self) -> bool:
+        # An in-process daemon handles a reconnect request from the moment it exists.
+        return True
+
     async def stop(self, *, timeout_s: float) -> int | None:
         try:
             async with asyncio.timeout(timeout_s):

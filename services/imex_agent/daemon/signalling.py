@@ -3,8 +3,10 @@
 IMEX re-resolves a peer's hostname on every reconnect attempt and restarts its outgoing
 connections on SIGUSR1, but processes at most one SIGUSR1 per ``reload_min_interval_s``
 (counted from the daemon's start too). :class:`HostsSignal` writes the changed mapping at once
-and sends the SIGUSR1 it owes when the window allows. The hosts block is read and written here
-(in place where the file is a bind mount, as a container's ``/etc/hosts`` is).
+and sends the SIGUSR1 it owes when the window allows, and once the daemon has installed its
+SIGUSR1 handler (``ImexProcess.takes_reload``): a daemon still starting would be ended by the
+signal's default action, and it has resolved no name yet anyway. The hosts block is read and
+written here (in place where the file is a bind mount, as a container's ``/etc/hosts`` is).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from services.imex_agent.roster import Roster
 
 # The controller's logger: signalling is one of its steps.
 log = logging.getLogger("cdo.imex_agent.daemon")
+
+STARTING_RECHECK_S = 0.05
+"""How soon a SIGUSR1 owed to a daemon that is still starting is tried again."""
 
 
 class HostsSignal:
@@ -82,6 +87,10 @@ class HostsSignal:
         if wait > 0:
             return wait
         assert process is not None
+        if not process.takes_reload():
+            # Still starting (no SIGUSR1 handler yet): the signal would end it. It resolves
+            # the names of the new mapping when it first connects; the signal waits anyway.
+            return STARTING_RECHECK_S
         process.reload()
         self._last_reload = now
         self._pending = False

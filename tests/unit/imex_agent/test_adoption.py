@@ -20,7 +20,13 @@ import pytest
 from services.imex_agent.binaries import ImexStartError, NotAdoptableError
 from services.imex_agent.launcher import request_refusal
 from services.imex_agent.launchprotocol import LaunchRequest
-from services.imex_agent.pidprocess import PidProcess, adopt_process, spawn
+from services.imex_agent.pidprocess import (
+    PidProcess,
+    adopt_process,
+    catches_signal,
+    signal_in_masks,
+    spawn,
+)
 from services.imex_agent.preflight import (
     DaemonRecord,
     ProcessFacts,
@@ -30,6 +36,7 @@ from services.imex_agent.preflight import (
     read_record,
     write_record,
 )
+from tests.support.wait import wait_for
 
 CONFIG = Path("/var/run/cdo-imex/config.cfg")
 DAEMON = ("nvidia-imex", "-c", str(CONFIG))
@@ -132,6 +139,38 @@ async def test_a_spawned_daemon_runs_in_its_own_session_and_its_exit_code_is_kno
     assert await daemon.stop(timeout_s=5) == -signal.SIGTERM
     assert await waiter == -signal.SIGTERM, "every waiter learns the exit"
     assert read_process(daemon.pid) is None, "reaped"
+
+
+def test_signal_masks_of_proc_status() -> None:
+    # SIGUSR1 is signal 10: bit 9 (0x200).
+    assert signal_in_masks("Name:\tx\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000200\n", 10)
+    assert signal_in_masks("SigIgn:\t0000000000000200\nSigCgt:\t0000000000000000\n", 10)
+    assert not signal_in_masks("SigIgn:\t0000000000001000\nSigCgt:\t0000000000004002\n", 10)
+    assert not signal_in_masks("Name:\tx\n", 10)
+
+
+async def test_a_spawned_daemon_takes_sigusr1_only_once_it_handles_it(tmp_path: Path) -> None:
+    ready = tmp_path / "handler-installed"
+    program = (
+        "import signal, sys, time, pathlib\n"
+        "pathlib.Path(sys.argv[1]).with_suffix('.started').touch()\n"
+        "while not pathlib.Path(sys.argv[1] + '.go').exists(): time.sleep(0.01)\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: None)\n"
+        "pathlib.Path(sys.argv[1]).touch()\n"
+        "time.sleep(30)\n"
+    )
+    daemon = spawn([sys.executable, "-c", program, str(ready)], output=tmp_path / "out")
+    try:
+        await wait_for(lambda: ready.with_suffix(".started").exists(), timeout=10, what="start")
+        assert daemon.pid is not None
+        assert not daemon.takes_reload(), "no handler yet: SIGUSR1 would end it"
+        await asyncio.to_thread(Path(f"{ready}.go").touch)
+        await wait_for(ready.exists, timeout=10, what="its SIGUSR1 handler")
+        assert daemon.takes_reload()
+        assert catches_signal(daemon.pid, signal.SIGUSR1)
+    finally:
+        await daemon.stop(timeout_s=5)
+    assert not daemon.takes_reload(), "a daemon that has exited takes nothing"
 
 
 def test_a_program_that_cannot_run_is_a_start_error(tmp_path: Path) -> None:

@@ -235,6 +235,9 @@ class Process:
     def __init__(self, index: int) -> None:
         self.pid = 1000 + index
         self.reloads = 0
+        self.handler_installed = True
+        self.reload_checks = 0
+        """Times the controller asked whether a SIGUSR1 would reach the handler."""
         self.released = False
         self.exit_code: int | None = None
         self._exited = asyncio.Event()
@@ -250,6 +253,10 @@ class Process:
 
     def reload(self) -> None:
         self.reloads += 1
+
+    def takes_reload(self) -> bool:
+        self.reload_checks += 1
+        return self.handler_installed
 
     async def stop(self, *, timeout_s: float) -> int:
         self.crash(0)
@@ -415,6 +422,22 @@ async def test_a_change_inside_the_sigusr1_window_is_signalled_when_it_ends(
     # Written in the same step that would have signalled: inside the window, SIGUSR1 waits.
     assert harness.current.reloads == 1
     await wait_for(lambda: harness.current.reloads == 2, timeout=5, what="second reload")
+    assert len(harness.imex.processes) == 1
+    assert harness.controller.restarts == 0
+
+
+async def test_a_daemon_still_starting_gets_its_sigusr1_only_once_it_handles_it(
+    harness: Harness,
+) -> None:
+    harness.current.handler_installed = False  # its SIGUSR1 handler is not installed yet
+    harness.set(roster(A, B, ("c2", 2, "10.0.0.30")))
+    await wait_for(lambda: harness.address_of(2) == "10.0.0.30", timeout=5, what="hosts")
+    # Past the SIGUSR1 window the signal is owed, but it would end a daemon still starting:
+    # asked twice (a step, and its recheck), the controller sent nothing.
+    await wait_for(lambda: harness.current.reload_checks >= 2, timeout=5, what="rechecks")
+    assert harness.current.reloads == 0
+    harness.current.handler_installed = True
+    await wait_for(lambda: harness.current.reloads == 1, timeout=5, what="the owed SIGUSR1")
     assert len(harness.imex.processes) == 1
     assert harness.controller.restarts == 0
 
