@@ -157,3 +157,16 @@ def describe_settings(cls: type[Settings], *, prefix: str) -> list[tuple[str, st
 
     walk(_struct_info(cls), (), None)
     return rows
+
+
+def describe_table(
+    cls: type[Settings], *, prefix: str, default_width: int = 10, empty: str = "(empty)"
+) -> str:
+    """Every variable of ``cls`` with its default (``empty`` for an empty one) and meaning, one
+    per line in aligned columns: what a service's ``--settings`` prints."""
+    rows = describe_settings(cls, prefix=prefix)
+    width = max(len(name) for name, _default, _doc in rows)
+    return "\n".join(
+        f"{name:<{width}}  {default or empty:<{default_width}}  {doc}"
+        for name, default, doc in rows
+    )

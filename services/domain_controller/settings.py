@@ -14,7 +14,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from shared.kube.settings import ApiSettings, ControllerSettings, LeaseSettings, LoopSettings
-from shared.settings import INLINE, describe_settings, load_settings
+from shared.settings import INLINE, describe_table, load_settings
 
 ENV_PREFIX = "CDO_DOMAIN_CONTROLLER_"
 
@@ -38,8 +38,4 @@ def load(environ: Mapping[str, str] | None = None) -> DomainControllerSettings:
 
 def describe() -> str:
     """Every CDO_DOMAIN_CONTROLLER_* variable with its default and meaning, one per line."""
-    rows = describe_settings(DomainControllerSettings, prefix=ENV_PREFIX)
-    width = max(len(name) for name, _default, _doc in rows)
-    return "\n".join(
-        f"{name:<{width}}  {default or '(empty)':<10}  {doc}" for name, default, doc in rows
-    )
+    return describe_table(DomainControllerSettings, prefix=ENV_PREFIX)

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from shared.kube.informer import InformerSettings
-from shared.settings import Settings, describe_settings, load_settings
+from shared.settings import Settings, describe_table, load_settings
 
 ENV_PREFIX = "CDO_IMEX_AGENT_"
 
@@ -286,8 +286,4 @@ def load(environ: Mapping[str, str] | None = None) -> AgentSettings:
 
 def describe() -> str:
     """Every CDO_IMEX_AGENT_* variable with its default and meaning, one per line."""
-    rows = describe_settings(AgentSettings, prefix=ENV_PREFIX)
-    width = max(len(name) for name, _default, _doc in rows)
-    return "\n".join(
-        f"{name:<{width}}  {default or '(empty)':<32}  {doc}" for name, default, doc in rows
-    )
+    return describe_table(AgentSettings, prefix=ENV_PREFIX, default_width=32)

@@ -112,13 +112,17 @@ class EventBus:
         """Connect to NATS, retrying within the configured budget; fatal when it runs out."""
         try:
             self._nc = await cancellable(
-                connect(self._settings, name=self._name, watch=self._watch)
+                connect(self._settings, name=self._name, watch=self._watch), keep=self._keep
             )
         except Exception as exc:
             raise BusClosedError(
                 f"could not connect to NATS at {self._settings.url}: {type(exc).__name__}: {exc}"
             ) from exc
         log.info("nats connected", extra={"url": self.nc.connected_url.netloc})  # type: ignore[union-attr]
+
+    def _keep(self, nc: BusClient) -> None:
+        # Connected as the task was cancelled: held, so that close() still closes it.
+        self._nc = nc
 
     async def ensure_jetstream(self) -> None:
         """Create or update the event stream and the snapshot bucket (idempotent)."""

@@ -8,6 +8,7 @@ supervisor can stop the service with a non-zero exit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from typing import Any
@@ -83,5 +84,12 @@ def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch
 async def connect(settings: NatsSettings, *, name: str, watch: ConnectionWatch) -> BusClient:
     """Connect, retrying up to the reconnect budget; raises when no server answered."""
     client = BusClient()
-    await client.connect(**connect_options(settings, name=name, watch=watch))
+    try:
+        await client.connect(**connect_options(settings, name=name, watch=watch))
+    except BaseException:
+        # A connect that failed or was cancelled half-way may hold an open transport (and its
+        # tasks); nats-py leaves it open. Closed here, shielded from the cancellation itself.
+        with contextlib.suppress(Exception):
+            await asyncio.shield(client.close())
+        raise
     return client

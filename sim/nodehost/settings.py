@@ -30,7 +30,7 @@ from shared.crds.names import DRIVER_NAME
 from shared.errors import ConfigError
 from shared.kube.informer import InformerSettings
 from shared.kubeletapi import PluginPaths
-from shared.settings import Settings, describe_settings, load_settings
+from shared.settings import Settings, describe_table, load_settings
 from sim.topology import Node as TopologyNode
 
 ENV_PREFIX = "CDO_NODEHOST_"
@@ -108,9 +108,7 @@ def load_service_settings(environ: Mapping[str, str] | None = None) -> ServiceSe
 
 def describe() -> str:
     """Every CDO_NODEHOST_* variable with its default and meaning, one per line."""
-    rows = describe_settings(HostSettings, prefix=ENV_PREFIX)
-    width = max(len(name) for name, _default, _doc in rows)
-    return "\n".join(f"{name:<{width}}  {default:<12}  {doc}" for name, default, doc in rows)
+    return describe_table(HostSettings, prefix=ENV_PREFIX, default_width=12, empty="")
 
 
 @dataclass(frozen=True)

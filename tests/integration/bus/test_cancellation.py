@@ -2,12 +2,15 @@
 
 nats-py swallows a CancelledError that arrives while it flushes (connecting and JetStream
 requests flush too); the bus raises it again (shared/bus/cancellation.py). The cancel is sent
-after a sweep of delays so that some land inside those calls.
+after a sweep of delays so that some land inside those calls. A connection made as the cancel
+landed is closed all the same: the server is left with none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,6 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from shared.bus import EventBus, NatsSettings
 from shared.metrics import Metrics
 from sim.natsserver import NatsServer
+from tests.support.wait import wait_for
 
 DELAYS_MS = [step / 4 for step in range(80)]
 
@@ -49,4 +53,20 @@ async def test_a_bus_cancelled_at_any_moment_of_its_start_ends_cancelled(
         assert done, f"a cancel {delay_ms} ms into the start was swallowed: the task runs on"
         with pytest.raises(asyncio.CancelledError):
             task.result()
-    assert started.is_set()  # the later delays let the start complete before the cancel
+    # And once the start has completed: the serving task ends cancelled too.
+    task = asyncio.create_task(start_and_serve())
+    await wait_for(started.is_set, timeout=10, what="a start that completes")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    def open_connections() -> int:
+        url = f"http://127.0.0.1:{nats_server.monitor_port}/connz"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return int(json.load(reply)["num_connections"])
+
+    await wait_for(
+        lambda: open_connections() == 0,
+        timeout=10,
+        what="every cancelled start's connection closed",
+    )

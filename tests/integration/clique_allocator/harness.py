@@ -39,7 +39,6 @@ from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject
 from shared.kube.models import Pod
 from shared.kube.resources import (
-    EVENTS,
     NAMESPACES,
     NODES,
     PODS,
@@ -48,6 +47,7 @@ from shared.kube.resources import (
 )
 from sim.kubeapi.admission.certificates import CertificateAuthority
 from tests.support.eventlog import EventLog
+from tests.support.kubeevents import CoreEvent, events_involving
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for
 
@@ -62,16 +62,6 @@ def clique_id(rack: int) -> str:
 
 class PodList(msgspec.Struct):
     items: list[Pod]
-
-
-class CoreEvent(KubeObject, frozen=True, kw_only=True):
-    reason: str = ""
-    message: str = ""
-    type: str = ""
-
-
-class _EventList(msgspec.Struct):
-    items: list[CoreEvent]
 
 
 class Tls:
@@ -446,9 +436,7 @@ class Api:
         )
 
     async def events(self, involving: str, *, namespace: str = NAMESPACE) -> list[CoreEvent]:
-        raw = await self.client.list(EVENTS, namespace=namespace)
-        items = msgspec.json.decode(raw, type=_EventList).items
-        return [e for e in items if e.metadata.name.startswith(f"{involving}.")]
+        return await events_involving(self.client, involving, namespace=namespace)
 
 
 # -- reading results ---------------------------------------------------------------------------

@@ -19,10 +19,10 @@ from shared.crds.names import GPU_FAULT_TAINT, IMEX_READY_CONDITION
 from shared.events import DomainMembershipChanged
 from shared.events.subjects import DOMAIN_MEMBERSHIP, DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
-from shared.kube.meta import KubeObject
 from shared.kube.models import DeviceClass, ResourceClaimTemplate
-from shared.kube.resources import DEVICE_CLASSES, EVENTS, NODES, PODS, RESOURCE_CLAIM_TEMPLATES
+from shared.kube.resources import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES
 from tests.support.eventlog import EventLog
+from tests.support.kubeevents import CoreEvent, events_involving
 
 NAMESPACE = "default"
 CLIQUE = "0f6d1c1e-8c1d-4bb7-9d49-3f1e0f0c2a11.1"
@@ -75,16 +75,6 @@ def placement_body(domain: ComputeDomain, spec: dict[str, Any]) -> dict[str, Any
         },
         "spec": spec,
     }
-
-
-class CoreEvent(KubeObject, frozen=True, kw_only=True):
-    reason: str = ""
-    message: str = ""
-    type: str = ""
-
-
-class _EventList(msgspec.Struct):
-    items: list[CoreEvent]
 
 
 class Cluster:
@@ -291,9 +281,7 @@ class Cluster:
     # -- Kubernetes Events -------------------------------------------------------------------
 
     async def events(self, involving: str) -> list[CoreEvent]:
-        raw = await self.client.list(EVENTS, namespace=NAMESPACE)
-        items = msgspec.json.decode(raw, type=_EventList).items
-        return [e for e in items if e.metadata.name.startswith(f"{involving}.")]
+        return await events_involving(self.client, involving, namespace=NAMESPACE)
 
 
 class MembershipLog(EventLog[DomainMembershipChanged]):

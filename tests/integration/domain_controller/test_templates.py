@@ -5,9 +5,10 @@ from __future__ import annotations
 from shared.crds.names import DOMAIN_LABEL
 from shared.kube.models import ResourceClaimTemplate
 from shared.kube.resources import RESOURCE_CLAIM_TEMPLATES
+from tests.support.kubeevents import CoreEvent
 from tests.support.wait import wait_for
 
-from .cluster import NAMESPACE, Cluster, CoreEvent, MembershipLog
+from .cluster import NAMESPACE, Cluster, MembershipLog
 from .conftest import Controller
 
 USER_TEMPLATE = {
