@@ -109,6 +109,9 @@ class ProcessCluster:
 
     def start(self, *nodes: Node) -> None:
         for node in nodes or tuple(self.nodes):
+            if node.process is not None:
+                # Reap a daemon that was killed or exited before its handle is replaced.
+                node.process.poll()
             with node.stderr.open("wb") as stderr:
                 node.process = subprocess.Popen(
                     [
