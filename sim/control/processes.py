@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -61,10 +60,19 @@ def stop(process: Started, *, timeout_s: float = STOP_TIMEOUT_S) -> str:
         return f"{process.name} (pid {process.pid}) had already stopped"
     os.kill(process.pid, signal.SIGTERM)
     if poll(lambda: True if not alive(process.pid, process.marker) else None, timeout_s=timeout_s):
+        reap(process.pid)
         return f"stopped {process.name} (pid {process.pid})"
     with contextlib.suppress(ProcessLookupError):
         os.kill(process.pid, signal.SIGKILL)
+    reap(process.pid)
     return f"killed {process.name} (pid {process.pid}): it did not stop within {timeout_s:.0f} s"
+
+
+def reap(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is an exited child of this process (a ``cdo sim``
+    that started and stops the cluster in one process); anything else is left alone."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def spawn(
@@ -73,15 +81,22 @@ def spawn(
     """Start ``argv`` in the background, its output appended to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as sink:
-        process = subprocess.Popen(
+        # No Popen: the program outlives this process and is stopped by pid (:func:`stop`),
+        # so there is no handle to keep (a dropped Popen of a running child warns).
+        pid = os.posix_spawnp(
+            argv[0],
             list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
+            {**os.environ, **(env or {})},
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, sink.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, sink.fileno(), 2),
+            ],
+            setsid=True,
+            # Python ignores SIGPIPE and SIGXFSZ; the program gets the defaults, as from a shell.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
         )
-    return Started(name=name, pid=process.pid, marker=marker, log=str(log))
+    return Started(name=name, pid=pid, marker=marker, log=str(log))
 
 
 def tail(path: str, lines: int = 15) -> str:

@@ -55,6 +55,7 @@ from shared.kube.resources import (
     RESOURCE_CLAIMS,
 )
 from sim import control as simctl
+from sim.control.processes import spawn
 from sim.control.state import Record, read_controlplane, read_nodehost, read_record
 from sim.control.state import write_record as write_cdo_record
 from tests.support.wait import wait_for
@@ -480,15 +481,9 @@ class WholeSystem:
     def start_node_host(self, command: NodeHostCommand) -> int:
         """Start the node host again as ``cdo sim up`` did; ``cdo sim down`` stops the new one."""
         log = self.state_dir / "logs" / "nodehost.log"
-        with log.open("ab") as sink:
-            process = subprocess.Popen(
-                command.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env=command.env,
-                start_new_session=True,
-            )
+        process = spawn(
+            "node host", command.argv, log=log, marker=NODE_HOST_MARKER, env=command.env
+        )
         record = read_record(self.state_dir)
         assert record is not None
         processes = tuple(
