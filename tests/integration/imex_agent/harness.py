@@ -627,3 +627,27 @@ async def imex_cluster(
         yield cluster
     finally:
         await cluster.close()
+
+
+@contextlib.asynccontextmanager
+async def one_node_cluster(
+    *,
+    client: KubeClient,
+    bus_factory: Callable[..., Any],
+    root_factory: Callable[[], Path],
+    work: Path,
+) -> AsyncIterator[tuple[ImexCluster, Path]]:
+    """A cluster of one node (CRDs installed), and its topology written to
+    ``work/topology.yaml`` for a node's agent run as a program of its own."""
+    await install(client)
+    text = random_topology_text(racks=1, nodes=1)
+    topology_file = work / "topology.yaml"
+    topology_file.write_text(text)
+    async with imex_cluster(
+        client=client,
+        bus_factory=bus_factory,
+        topology=parse_topology(text),
+        root_factory=root_factory,
+        work=work,
+    ) as cluster:
+        yield cluster, topology_file

@@ -41,7 +41,6 @@ from shared.kube.resources import PODS
 from shared.kubeletapi import Claim, KubeletApiError, PluginWatcher, PrepareResult
 from sim.kubeapi import KubeServer
 from sim.natsserver import free_port
-from sim.topology import parse_topology
 from tests.conftest import BusFactory
 from tests.integration.imex_agent.harness import (
     Domain,
@@ -49,9 +48,7 @@ from tests.integration.imex_agent.harness import (
     SimNode,
     create_claim,
     create_domain,
-    imex_cluster,
-    install,
-    random_topology_text,
+    one_node_cluster,
     settings_env,
 )
 from tests.support.processes import ProgramProcess
@@ -77,17 +74,9 @@ async def one_node(
     tmp_path: Path,
 ) -> AsyncIterator[tuple[ImexCluster, Path]]:
     """One registered node whose agents leave their daemon running when they go."""
-    await install(kube_client)
-    text = random_topology_text(racks=1, nodes=1)
-    topology_file = tmp_path / "topology.yaml"
-    topology_file.write_text(text)
-    async with imex_cluster(
-        client=kube_client,
-        bus_factory=bus_factory,
-        topology=parse_topology(text),
-        root_factory=short_root,
-        work=tmp_path,
-    ) as cluster:
+    async with one_node_cluster(
+        client=kube_client, bus_factory=bus_factory, root_factory=short_root, work=tmp_path
+    ) as (cluster, topology_file):
         node = cluster.node_list()[0]
         node.imex_overrides["stop_on_exit"] = False
         await cluster.register(node)

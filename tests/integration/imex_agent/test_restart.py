@@ -22,16 +22,13 @@ from shared.crds.names import DRIVER_NAME
 from shared.kube.client import KubeClient
 from shared.kubeletapi import KubeletApiError, PrepareResult
 from sim.kubeapi import KubeServer
-from sim.topology import parse_topology
 from tests.conftest import BusFactory
 from tests.integration.imex_agent.harness import (
     ImexCluster,
     SimNode,
     create_claim,
     create_domain,
-    imex_cluster,
-    install,
-    random_topology_text,
+    one_node_cluster,
     settings_env,
 )
 from tests.support.processes import ProgramProcess
@@ -47,17 +44,9 @@ async def one_node(
     short_root: Callable[[], Path],
     tmp_path: Path,
 ) -> AsyncIterator[tuple[ImexCluster, Path]]:
-    await install(kube_client)
-    text = random_topology_text(racks=1, nodes=1)
-    topology_file = tmp_path / "topology.yaml"
-    topology_file.write_text(text)
-    async with imex_cluster(
-        client=kube_client,
-        bus_factory=bus_factory,
-        topology=parse_topology(text),
-        root_factory=short_root,
-        work=tmp_path,
-    ) as cluster:
+    async with one_node_cluster(
+        client=kube_client, bus_factory=bus_factory, root_factory=short_root, work=tmp_path
+    ) as (cluster, topology_file):
         yield cluster, topology_file
 
 
