@@ -6,9 +6,10 @@ the Kubernetes client, the event bus) as arguments, so a simulator can run many 
 
 - NVML is read at start and every ``clique_refresh_s``: the clique (fabric info), the tray index
   (platform info) and the GPU count;
-- a Node informer, selected by the clique label, feeds the roster; the agent publishes its own
-  address and slot on its Node (:mod:`roster`), claiming a slot when the platform has none;
-  the node map is static (every slot of the clique), so the roster only re-points names;
+- the clique's membership (:mod:`membership`): a Node informer selected by the clique label
+  feeds the roster, and the node's own address and slot are published on its Node, a slot
+  claimed when the platform has none; the node map is static (every slot of the clique), so
+  the roster only re-points names;
 - the daemon controller and the status reporter (:mod:`daemon`, :mod:`reporter`); a daemon an
   earlier agent of the node left running is adopted before either starts;
 - the ResourceSlice publisher and the DRA kubelet plugin with the channel driver;
@@ -32,30 +33,19 @@ from services.imex_agent.cdi import CdiStore
 from services.imex_agent.channels import ChannelDevices, resolve_major
 from services.imex_agent.checkpoint import CheckpointStore
 from services.imex_agent.claims import ClaimResolver
-from services.imex_agent.daemon import DaemonController, Target
+from services.imex_agent.daemon import DaemonController
 from services.imex_agent.driver import ChannelDriver
+from services.imex_agent.membership import CliqueMembership
 from services.imex_agent.metrics import AgentMetrics
-from services.imex_agent.names import CLIQUE_ANNOTATION
 from services.imex_agent.readiness import ReadinessSignal, readiness_of
 from services.imex_agent.reporter import StatusReporter
 from services.imex_agent.resourceslice import SlicePublisher
-from services.imex_agent.roster import (
-    MemberRecord,
-    Roster,
-    annotations_current,
-    annotations_for,
-    build_roster,
-    choose_slot,
-    record_of,
-)
 from services.imex_agent.settings import AgentSettings
 from shared.bus import EventBus
-from shared.crds.names import CLIQUE_LABEL, DRIVER_NAME, IMEX_READY_CONDITION
+from shared.crds.names import DRIVER_NAME, IMEX_READY_CONDITION
 from shared.events import Event, NodeImexState
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
-from shared.kube.informer import Informer
-from shared.kube.meta import KubeObject
 from shared.kube.models import Node
 from shared.kube.resources import NODES
 from shared.kubeletapi import KubeletPlugin, PluginPaths
@@ -108,22 +98,24 @@ class ImexAgent:
         self._nvml = nvml
         self._client = client
         self._bus = bus
-        self._base_metrics = metrics
         self.metrics = AgentMetrics(metrics)
-        self.clique: str | None = None
-        self._clique_detail = "NVML not read yet"
-        self._platform_slot: int | None = None
         self._gpus = 0
-        self._informer: Informer[KubeObject] | None = None
-        self._informer_clique: str | None = None
-        self._roster_wake = asyncio.Event()
-        self._announced: dict[str, str | None] | None = None
+        self.membership = CliqueMembership(
+            node=self.node,
+            address=self.address,
+            slots=settings.imex.max_nodes_per_domain,
+            client=client,
+            informer_settings=settings.informer,
+            metrics=self.metrics,
+            base_metrics=metrics,
+            on_change=self._members_changed,
+        )
         self.controller = DaemonController(
             node=self.node,
             address=self.address,
             settings=settings.imex,
             imex=imex,
-            target=self.target,
+            target=self.membership.target,
             metrics=self.metrics,
             on_change=self._controller_changed,
         )
@@ -178,6 +170,11 @@ class ImexAgent:
         return devices, driver, plugin
 
     @property
+    def clique(self) -> str | None:
+        """The clique NVML reported last (None: the node has none now)."""
+        return self.membership.clique
+
+    @property
     def ready(self) -> bool:
         """IMEX is READY on this node and the kubelet registered the plugin."""
         return self.reporter.ready and self.plugin.registered
@@ -211,7 +208,7 @@ class ImexAgent:
                 stack.push_async_callback(_unsubscribe, subscription)
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._nvml_loop(), name=f"{self.node} nvml")
-                group.create_task(self._roster_loop(group), name=f"{self.node} roster")
+                group.create_task(self.membership.run(group), name=f"{self.node} roster")
                 group.create_task(self.controller.run(), name=f"{self.node} imex daemon")
                 group.create_task(self.reporter.run(), name=f"{self.node} imex status")
                 group.create_task(self.slices.run(), name=f"{self.node} resourceslice")
@@ -253,135 +250,17 @@ class ImexAgent:
             detail = snapshot.clique.reason if clique is None else ""
             slot = snapshot.placement.tray_index if snapshot.placement is not None else None
             self._gpus = snapshot.gpus
-        changed = (clique, slot) != (self.clique, self._platform_slot)
-        self.clique, self._clique_detail, self._platform_slot = clique, detail, slot
-        if changed:
-            log.info(
-                "NVML read",
-                extra={"clique": clique, "tray_index": slot, "detail": detail},
-            )
+        if self.membership.set_clique(clique, detail=detail, platform_slot=slot):
+            log.info("NVML read", extra={"clique": clique, "tray_index": slot, "detail": detail})
             if self.slices is not None:
                 self.slices.set_clique(clique)
-            self._roster_wake.set()
             self.controller.wake()
 
-    # -- roster -----------------------------------------------------------------------------------
+    # -- events -----------------------------------------------------------------------------------
 
-    async def _roster_loop(self, group: asyncio.TaskGroup) -> None:
-        """Watch the clique's Nodes (a new informer when the clique changes) and announce."""
-        task: asyncio.Task[None] | None = None
-        try:
-            while True:
-                self._roster_wake.clear()
-                if self.clique != self._informer_clique:
-                    if task is not None:
-                        task.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await task
-                        task = None
-                    self._informer = None
-                    self._informer_clique = self.clique
-                    if self.clique is not None:
-                        informer = Informer(
-                            self._client,
-                            NODES,
-                            KubeObject,
-                            label_selector=f"{CLIQUE_LABEL}={self.clique}",
-                            settings=self.settings.informer,
-                            metrics=self._base_metrics,
-                        )
-                        informer.add_handler(self._on_node)
-                        self._informer = informer
-                        task = group.create_task(informer.run(), name=f"{self.node} nodes")
-                await self._announce()
-                await self._roster_wake.wait()
-        finally:
-            if task is not None:
-                task.cancel()
-
-    def _on_node(self, old: KubeObject | None, new: KubeObject | None) -> None:
-        def facts(obj: KubeObject | None) -> tuple[object, ...] | None:
-            if obj is None:
-                return None
-            return (obj.metadata.labels, obj.metadata.annotations)
-
-        if facts(old) == facts(new):
-            return  # a status heartbeat: the roster cannot have changed
-        self._roster_wake.set()
+    def _members_changed(self) -> None:
         self.controller.wake()
         self.reporter.poke()
-
-    def _records(self, clique: str) -> list[MemberRecord] | None:
-        informer = self._informer
-        if informer is None or self._informer_clique != clique or not informer.synced:
-            return None
-        return [
-            record
-            for obj in informer.cache.objects()
-            if (record := record_of(obj, clique)) is not None
-        ]
-
-    def target(self) -> Target:
-        """The clique and roster the daemon should serve now."""
-        clique = self.clique
-        if clique is None:
-            return Target(clique=None, detail=self._clique_detail)
-        records = self._records(clique)
-        if records is None:
-            return Target(clique=clique, detail="waiting for the clique's Node list")
-        roster = build_roster(clique, records, slots=self.settings.imex.max_nodes_per_domain)
-        detail = ""
-        if roster.member(self.node) is None:
-            detail = self._why_not_member(clique, roster)
-        return Target(clique=clique, roster=roster, detail=detail)
-
-    def _why_not_member(self, clique: str, roster: Roster) -> str:
-        informer = self._informer
-        own = informer.cache.get(self.node) if informer is not None else None
-        if own is None:
-            return f"node is not labelled {CLIQUE_LABEL}={clique}"
-        for exclusion in roster.excluded:
-            if exclusion.node == self.node:
-                return exclusion.reason
-        return "its IMEX address and slot are not published yet"
-
-    async def _announce(self) -> None:
-        """Publish this node's address and slot on its Node when they differ."""
-        clique = self.clique
-        if clique is None:
-            wanted: dict[str, str | None] = {CLIQUE_ANNOTATION: None}
-        else:
-            records = self._records(clique)
-            informer = self._informer
-            own_obj = informer.cache.get(self.node) if informer is not None else None
-            current = record_of(own_obj, clique) if own_obj is not None else None
-            if self._platform_slot is None and records is None:
-                return  # a claim needs the others' claims first
-            slot, source = choose_slot(
-                node=self.node,
-                platform_slot=self._platform_slot,
-                current=current,
-                others=records or (),
-            )
-            published = annotations_for(
-                clique=clique, address=self.address, slot=slot, source=source
-            )
-            wanted = dict(published)
-            if own_obj is not None and annotations_current(own_obj.metadata.annotations, published):
-                self._announced = wanted
-                return
-        if wanted == self._announced:
-            return
-        try:
-            await self._client.patch(NODES, self.node, {"metadata": {"annotations": wanted}})
-        except KubeApiError as exc:
-            self.metrics.errors.labels("node_annotations").inc()
-            log.warning("could not publish the IMEX address and slot", extra={"error": str(exc)})
-            return
-        self._announced = wanted
-        log.info("published IMEX address and slot", extra={"annotations": wanted})
-
-    # -- events -----------------------------------------------------------------------------------
 
     def _controller_changed(self) -> None:
         self.readiness.notify()
