@@ -119,6 +119,29 @@ def load_settings(cls: type[S], *, prefix: str, environ: Mapping[str, str] | Non
         raise ConfigError(f"{where}{shown}: {message.split(' - at ')[0]}") from exc
 
 
+def settings_environ(value: Settings, *, prefix: str) -> dict[str, str]:
+    """The variables that make :func:`load_settings` read ``value`` back (every field, so a
+    child process started with them sees exactly these settings)."""
+    environ: dict[str, str] = {}
+
+    def walk(info: mi.StructType, struct: Any, path: tuple[str, ...]) -> None:
+        for field in info.fields:
+            field_path = _env_path(field, path)
+            field_type = _unwrap(field.type)
+            item = getattr(struct, field.name)
+            if isinstance(field_type, mi.StructType) and isinstance(item, msgspec.Struct):
+                walk(field_type, item, field_path)
+            elif isinstance(item, bool):
+                environ[env_name(prefix, field_path)] = str(item).lower()
+            elif isinstance(item, list | tuple):
+                environ[env_name(prefix, field_path)] = ",".join(str(x) for x in item)
+            elif item is not None:
+                environ[env_name(prefix, field_path)] = str(item)
+
+    walk(_struct_info(type(value)), value, ())
+    return environ
+
+
 def _variable_path(cls: type[Any], fields: tuple[str, ...]) -> tuple[str, ...]:
     """The variable name segments of the field at ``fields`` (attribute names from the root)."""
     info: mi.Type = _struct_info(cls)

@@ -17,7 +17,8 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from shared.kube.informer import InformerSettings
-from shared.settings import Settings, describe_table, load_settings
+from shared.kube.settings import ApiSettings, KubeAccessSettings
+from shared.settings import INLINE, Settings, describe_table, load_settings
 
 ENV_PREFIX = "CDO_IMEX_AGENT_"
 
@@ -251,7 +252,7 @@ class DraSettings(Settings, frozen=True, kw_only=True):
     ] = 40.0
 
 
-class AgentSettings(Settings, frozen=True, kw_only=True):
+class AgentSettings(KubeAccessSettings, frozen=True, kw_only=True):
     """The agent of one node."""
 
     node_name: Annotated[
@@ -265,15 +266,7 @@ class AgentSettings(Settings, frozen=True, kw_only=True):
             min_length=1,
         ),
     ]
-    kubeconfig: Annotated[
-        str, Meta(description="Path of a kubeconfig; empty: the in-cluster service account.")
-    ] = ""
-    request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
-        30.0
-    )
-    field_manager: Annotated[
-        str, Meta(description="fieldManager of the agent's writes.", min_length=1)
-    ] = "cdo-imex-agent"
+    api: Annotated[ApiSettings, INLINE] = ApiSettings(field_manager="cdo-imex-agent")
     imex: ImexSettings = ImexSettings()
     dra: DraSettings = DraSettings()
     informer: InformerSettings = InformerSettings()

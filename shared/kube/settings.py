@@ -64,17 +64,12 @@ class LoopSettings(RunnerSettings, frozen=True, kw_only=True):
     ] = 600.0
 
 
-class ControllerSettings(Settings, frozen=True, kw_only=True):
-    """API access, leader election, reconcile loop, retries and informers of one controller."""
+class KubeAccessSettings(Settings, frozen=True, kw_only=True):
+    """A service's API access (inline, so its variables have no group name), and what
+    kube_service_main connects with (shared/runtime/entry.py's KubeServiceSettings)."""
 
     api: Annotated[ApiSettings, INLINE] = ApiSettings()
-    lease: LeaseSettings = LeaseSettings()
-    leader_election: LeaderElectionSettings = LeaderElectionSettings()
-    loop: Annotated[LoopSettings, INLINE] = LoopSettings()
-    retries: RateLimitSettings = RateLimitSettings()
-    informer: InformerSettings = InformerSettings()
 
-    # What kube_service_main connects with (shared/runtime/entry.py's KubeServiceSettings).
     @property
     def kubeconfig(self) -> str:
         return self.api.kubeconfig
@@ -82,3 +77,13 @@ class ControllerSettings(Settings, frozen=True, kw_only=True):
     @property
     def request_timeout_s(self) -> float:
         return self.api.request_timeout_s
+
+
+class ControllerSettings(KubeAccessSettings, frozen=True, kw_only=True):
+    """API access, leader election, reconcile loop, retries and informers of one controller."""
+
+    lease: LeaseSettings = LeaseSettings()
+    leader_election: LeaderElectionSettings = LeaderElectionSettings()
+    loop: Annotated[LoopSettings, INLINE] = LoopSettings()
+    retries: RateLimitSettings = RateLimitSettings()
+    informer: InformerSettings = InformerSettings()

@@ -3,10 +3,12 @@ from typing import Annotated
 import pytest
 from msgspec import Meta
 
+from services.imex_agent.settings import AgentSettings, ImexSettings
 from shared.bus import NatsSettings
 from shared.errors import ConfigError
+from shared.kube.settings import ApiSettings
 from shared.runtime import RuntimeSettings
-from shared.settings import Settings, describe_settings, load_settings
+from shared.settings import Settings, describe_settings, load_settings, settings_environ
 
 
 class Inner(Settings, frozen=True, kw_only=True):
@@ -82,3 +84,16 @@ class WithTunedDefault(Settings, frozen=True, kw_only=True):
 def test_a_variable_overrides_one_field_of_a_tuned_nested_default() -> None:
     settings = load_settings(WithTunedDefault, prefix="T_", environ={"T_INNER_ATTEMPTS": "2"})
     assert settings.inner == Inner(url="nats://tuned", attempts=2)
+
+
+def test_settings_environ_reads_back_as_the_same_settings_inline_groups_included() -> None:
+    agent = AgentSettings(
+        node_name="n1",
+        address="127.0.0.9",
+        api=ApiSettings(kubeconfig="/k", field_manager="mine"),
+        imex=ImexSettings(server_port=51000, stop_on_exit=True),
+    )
+    environ = settings_environ(agent, prefix="CDO_IMEX_AGENT_")
+    assert environ["CDO_IMEX_AGENT_KUBECONFIG"] == "/k"
+    assert "CDO_IMEX_AGENT_API_KUBECONFIG" not in environ
+    assert load_settings(AgentSettings, prefix="CDO_IMEX_AGENT_", environ=environ) == agent

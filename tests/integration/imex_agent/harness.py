@@ -45,7 +45,7 @@ from shared.kube.resources import NAMESPACES, NODES, RESOURCE_CLAIMS
 from shared.kubeletapi import Claim, DraPluginClient, PluginWatcher
 from shared.metrics import Metrics
 from shared.nvml import Nvml, PynvmlNvml
-from shared.settings import env_name
+from shared.settings import Settings, settings_environ
 from sim.imex import (
     CommandError,
     ImexConfigError,
@@ -79,21 +79,9 @@ def random_topology(*, racks: int = 1, nodes: int = 3) -> Cluster:
     return parse_topology(random_topology_text(racks=racks, nodes=nodes))
 
 
-def settings_env(value: msgspec.Struct, *, prefix: str = ENV_PREFIX) -> dict[str, str]:
+def settings_env(value: Settings, *, prefix: str = ENV_PREFIX) -> dict[str, str]:
     """The CDO_IMEX_AGENT_* variables that make a process read ``value``."""
-    env: dict[str, str] = {}
-
-    def walk(struct: msgspec.Struct, path: tuple[str, ...]) -> None:
-        for field in msgspec.structs.fields(struct):
-            item = getattr(struct, field.name)
-            if isinstance(item, msgspec.Struct):
-                walk(item, (*path, field.name))
-            else:
-                text = str(item).lower() if isinstance(item, bool) else str(item)
-                env[env_name(prefix, (*path, field.name))] = text
-
-    walk(value, ())
-    return env
+    return settings_environ(value, prefix=prefix)
 
 
 def fast_imex(**overrides: Any) -> dict[str, Any]:

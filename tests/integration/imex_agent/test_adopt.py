@@ -111,7 +111,10 @@ def agent_process(
     run: int,
     **imex: Any,
 ) -> ProgramProcess:
-    settings = msgspec.structs.replace(node.settings(), kubeconfig=str(emulator.kubeconfig))
+    settings = node.settings()
+    settings = msgspec.structs.replace(
+        settings, api=msgspec.structs.replace(settings.api, kubeconfig=str(emulator.kubeconfig))
+    )
     if imex:
         settings = msgspec.structs.replace(
             settings, imex=msgspec.structs.replace(settings.imex, **imex)

@@ -53,7 +53,10 @@ async def one_node(
 def agent_process(
     node: SimNode, *, topology: Path, env: dict[str, str], emulator: KubeServer, run: int
 ) -> ProgramProcess:
-    settings = msgspec.structs.replace(node.settings(), kubeconfig=str(emulator.kubeconfig))
+    settings = node.settings()
+    settings = msgspec.structs.replace(
+        settings, api=msgspec.structs.replace(settings.api, kubeconfig=str(emulator.kubeconfig))
+    )
     return ProgramProcess(
         "tests.integration.imex_agent.launch",
         str(topology),
