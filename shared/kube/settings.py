@@ -40,7 +40,7 @@ class ApiSettings(Settings, frozen=True, kw_only=True):
         30.0
     )
     field_manager: Annotated[
-        str, Meta(description="fieldManager of the controller's writes.", min_length=1)
+        str, Meta(description="fieldManager of the service's writes.", min_length=1)
     ] = "cdo-controller"
 
 
