@@ -46,6 +46,7 @@ log = logging.getLogger("cdo.sim")
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 NVLINK_DOMAIN_LABEL = "cdo.dev/nvlink-domain"
+MULTI_NODE_NVLINK_LABEL = "cdo.dev/multi-node-nvlink"
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class ClusterOptions:
 
 
 def clique_labels(node: TopologyNode) -> Mapping[str, str]:
+    if not node.nvlink:
+        return {MULTI_NODE_NVLINK_LABEL: "false"}
     return {CLIQUE_LABEL: node.clique, NVLINK_DOMAIN_LABEL: node.cluster_uuid}
 
 

@@ -31,6 +31,7 @@ from shared.crds.names import (
     GPU_RESOURCE,
     IMEX_CLIQUE_ANNOTATION,
     IMEX_SLOT_ANNOTATION,
+    MULTI_NODE_NVLINK_LABEL,
     NVLINK_DOMAIN_LABEL,
 )
 from shared.kube.models import Node
@@ -79,12 +80,8 @@ def _slot(node: Node, clique: str) -> int | None:
     return slot if slot >= 0 else None
 
 
-def node_facts(node: Node) -> NodeFacts | None:
-    """The node's facts, or None when it takes no part in placement (no clique, no GPUs)."""
-    clique = node.metadata.labels.get(CLIQUE_LABEL, "")
-    gpus = _gpus(node)
-    if not clique or gpus < 1:
-        return None
+def _troubles(node: Node) -> tuple[list[str], bool]:
+    """What keeps the node from new pods (health problems) and whether it is cordoned."""
     problems: list[str] = []
     ready = node.condition("Ready")
     if ready is None or ready.status != "True":
@@ -100,6 +97,16 @@ def node_facts(node: Node) -> NodeFacts | None:
             cordoned = True
         elif taint.key.startswith(LIFECYCLE_TAINT_PREFIX) and taint.effect in BLOCKING_EFFECTS:
             problems.append(taint.key)
+    return problems, cordoned
+
+
+def node_facts(node: Node) -> NodeFacts | None:
+    """The node's facts, or None when it takes no part in placement (no clique, no GPUs)."""
+    clique = node.metadata.labels.get(CLIQUE_LABEL, "")
+    gpus = _gpus(node)
+    if not clique or gpus < 1:
+        return None
+    problems, cordoned = _troubles(node)
     healthy = not problems
     if cordoned:
         problems.append("Cordoned")
@@ -113,6 +120,20 @@ def node_facts(node: Node) -> NodeFacts | None:
         schedulable=not cordoned,
         problems=tuple(dict.fromkeys(problems)),
     )
+
+
+def without_nvlink(node: Node) -> bool:
+    """A GPU node that the health monitor found on no NVLink fabric
+    (``cdo.dev/multi-node-nvlink=false``) and that takes new pods: a node a domain can run on
+    without IMEX. A node of a clique that lost its label to a fault, or whose monitor has not
+    looked yet, carries no such label."""
+    labels = node.metadata.labels
+    if labels.get(MULTI_NODE_NVLINK_LABEL) != "false" or labels.get(CLIQUE_LABEL):
+        return False
+    if _gpus(node) < 1:
+        return False
+    problems, cordoned = _troubles(node)
+    return not problems and not cordoned
 
 
 def build_cliques(nodes: Iterable[NodeFacts]) -> tuple[Clique, ...]:

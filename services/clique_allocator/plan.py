@@ -42,6 +42,11 @@ from services.clique_allocator.planning.hold import (
     waited,
 )
 from services.clique_allocator.planning.notices import Notice, change_notices, deleted
+from services.clique_allocator.planning.nvlinkless import (
+    record_without_nvlink,
+    released_pods,
+    runs_without_nvlink,
+)
 from services.clique_allocator.planning.pin import seat_pods
 from services.clique_allocator.planning.places import Places
 from services.clique_allocator.planning.release import release
@@ -55,12 +60,18 @@ from shared.kube.models import Pod
 
 INVALID_REQUEST = "InvalidRequest"
 PLACED = "Placed"
+WITHOUT_NVLINK = "PlacedWithoutNvlink"
+WITHOUT_NVLINK_MESSAGE = (
+    "no node the domain's pods can use has multi-node NVLink: the domain runs without IMEX, "
+    "its pods are placed by the scheduler and get no IMEX channel"
+)
 
 Action = Literal["keep", "write", "delete"]
 
 
 class Pin(msgspec.Struct, frozen=True, kw_only=True):
-    """Pin ``pod`` to ``node`` and remove its gate; ``waited``: it carries a False condition."""
+    """Pin ``pod`` to ``node`` and remove its gate; ``waited``: it carries a False condition.
+    ``node`` "": only remove the gate, the scheduler chooses (a domain without IMEX)."""
 
     pod: str
     node: str
@@ -144,10 +155,12 @@ def plan_domain(
     view: ClusterView,
     ranks: Mapping[str, int] | None = None,
     now: datetime | None = None,
+    nodes_without_nvlink: int = 0,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
-    seconds, UTC) times failover, which is off without it."""
+    seconds, UTC) times failover, which is off without it; ``nodes_without_nvlink`` counts the
+    GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``)."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -168,6 +181,8 @@ def plan_domain(
     ask = _ask(domain, placement, sorted_pods, gang, view)
     if isinstance(ask, Plan):
         return ask
+    if runs_without_nvlink(placement, view=view, gpus_per_pod=ask.gpus, nodes=nodes_without_nvlink):
+        return _without_nvlink(placement, sorted_pods, ask)
     return _plan(
         key=key,
         domain=domain,
@@ -177,6 +192,26 @@ def plan_domain(
         view=view,
         ranks=ranks,
         now=now,
+    )
+
+
+def _without_nvlink(placement: PlacementSpec | None, pods: _Pods, ask: _Ask) -> Plan:
+    """Release every gated pod to the scheduler; the record says the domain runs without IMEX."""
+    record = record_without_nvlink(gpus_per_pod=ask.gpus, size=ask.pods)
+    released = tuple(
+        Pin(pod=name, node="", waited=waited(pods.by_name[name]))
+        for name in released_pods(pods.waiting)
+    )
+    notices = (
+        (Notice(type="Normal", reason=WITHOUT_NVLINK, message=WITHOUT_NVLINK_MESSAGE),)
+        if placement is None
+        else ()
+    )
+    return Plan(
+        action="keep" if record == placement else "write",
+        record=record,
+        pins=(*pods.repins, *released),
+        notices=notices,
     )
 
 

@@ -141,6 +141,7 @@ class AllocatorReconciler:
                 view=self._state.view(),
                 ranks=self._ranks(pods),
                 now=datetime.now(UTC).replace(microsecond=0),
+                nodes_without_nvlink=self._state.nodes_without_nvlink(),
             )
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
@@ -253,7 +254,9 @@ class AllocatorReconciler:
                         pod,
                         status="True",
                         reason=PLACED,
-                        message=f"pinned to node {item.node}",
+                        message=f"pinned to node {item.node}"
+                        if item.node
+                        else "released to the scheduler: the domain runs without IMEX",
                     )
 
         async def hold(item: Hold) -> None:

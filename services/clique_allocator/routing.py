@@ -25,7 +25,7 @@ import msgspec
 
 from services.clique_allocator.caches import BY_NODE, Caches, gpu_node, owner_uid, pod_template_keys
 from services.clique_allocator.gang import workload_pods
-from services.clique_allocator.nodes import node_facts
+from services.clique_allocator.nodes import node_facts, without_nvlink
 from services.clique_allocator.objects import Workload, finished, gated, pinned_to
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.names import GPU_RESOURCE
@@ -106,8 +106,14 @@ def node_changed(
     before = node_facts(old) if old is not None else None
     after = node_facts(new) if new is not None else None
     node = new or old
-    if before == after or node is None:
+    if node is None:
         return NOTHING
+    if before == after:
+        # A node on no NVLink fabric that comes or goes changes where domains without IMEX
+        # can run; no domain has a member on it.
+        was = old is not None and without_nvlink(old)
+        now = new is not None and without_nvlink(new)
+        return NOTHING if was == now else Routed(keys=(), capacity=now)
     return Routed(keys=tuple(placed_on(node.metadata.name)), capacity=after is not None)
 
 

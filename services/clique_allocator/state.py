@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 
 from services.clique_allocator.caches import Caches
-from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts
+from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts, without_nvlink
 from services.clique_allocator.placement import ClusterView, Reservation
 from services.clique_allocator.planning.slices import reservations_of
 from services.clique_allocator.records import foreign_reservation
@@ -36,6 +36,7 @@ class ClusterState:
         self._book = book
         self._view: ClusterView | None = None
         self._facts: dict[str, NodeFacts] = {}
+        self._without_nvlink = 0
         self.rebuilds = 0
 
     def invalidate(self) -> None:
@@ -51,6 +52,11 @@ class ClusterState:
         self.view()
         return self._facts
 
+    def nodes_without_nvlink(self) -> int:
+        """GPU nodes on no NVLink fabric that take new pods, as of the current view."""
+        self.view()
+        return self._without_nvlink
+
     def advance(self, domain: str, reservations: Sequence[Reservation]) -> None:
         """The allocator recorded ``reservations`` for ``domain`` (none: deleted its record)."""
         if self._view is not None:
@@ -64,6 +70,9 @@ class ClusterState:
             if (found := node_facts(node)) is not None
         ]
         self._facts = {f.name: f for f in facts}
+        self._without_nvlink = sum(
+            1 for node in self._caches.nodes.cache.objects() if without_nvlink(node)
+        )
         reservations: list[Reservation] = []
         recorded: set[tuple[str, str]] = set()
         cached = self._caches.placements.cache

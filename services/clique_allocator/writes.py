@@ -39,17 +39,16 @@ def _now() -> str:
 
 
 def pin_patch(pod: Pod, node: str) -> dict[str, Any]:
-    """The merge patch that pins ``pod`` to ``node`` and removes the allocator's gate."""
+    """The merge patch that pins ``pod`` to ``node`` and removes the allocator's gate (only
+    removes the gate when ``node`` is "": the scheduler chooses)."""
     remaining = [
         {"name": gate.name} for gate in pod.spec.scheduling_gates if gate.name != PLACEMENT_GATE
     ]
-    return {
-        "spec": {
-            "nodeSelector": {HOSTNAME_LABEL: node},
-            # null removes the field: the API drops an empty gate list the same way
-            "schedulingGates": remaining or None,
-        }
-    }
+    # null removes the field: the API drops an empty gate list the same way
+    spec: dict[str, Any] = {"schedulingGates": remaining or None}
+    if node:
+        spec["nodeSelector"] = {HOSTNAME_LABEL: node}
+    return {"spec": spec}
 
 
 def condition_patch(*, status: str, reason: str, message: str) -> dict[str, Any]:

@@ -131,3 +131,13 @@ def gather(
         nodes={name: node_facts(node) for name, node in nodes.items() if node is not None},
         gang_size=gang_size,
     )
+
+
+def member_nodes(placement: PlacementSpec | None, pods: Iterable[DomainPod]) -> tuple[str, ...]:
+    """The nodes the status reads: the Placement's, or for a domain that runs without IMEX the
+    nodes its pods are bound to."""
+    if placement is None:
+        return ()
+    if placement.multi_node_nvlink:
+        return placement.nodes
+    return tuple(sorted({pod.spec.node_name for pod in pods if pod.spec.node_name}))

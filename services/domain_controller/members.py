@@ -84,11 +84,14 @@ class Layout(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(node for node in self.nodes if node.clique == clique)
 
 
-def node_problem(name: str, node: NodeFacts | None, *, clique: str = "") -> tuple[str, str]:
+def node_problem(
+    name: str, node: NodeFacts | None, *, clique: str = "", imex: bool = True
+) -> tuple[str, str]:
     """The Degraded reason a member node gives, with a message naming it; ("", "") if none.
 
     ``clique`` is the clique of the node's slice: a node whose clique label is gone or another
-    (its fabric lost) is out of it, though it may still look Ready.
+    (its fabric lost) is out of it, though it may still look Ready. ``imex`` False: the domain
+    runs without IMEX, so the node's IMEX state does not count.
     """
     if node is None:
         return "NodeMissing", f"node {name} is gone"
@@ -99,7 +102,7 @@ def node_problem(name: str, node: NodeFacts | None, *, clique: str = "") -> tupl
         return "NodeOutOfClique", f"node {name} is out of clique {clique} ({now})"
     if node.kubelet_ready not in ("", "True"):
         return "NodeNotReady", f"node {name} is not Ready ({node.kubelet_ready})"
-    if node.imex != "True":
+    if imex and node.imex != "True":
         state = node.imex_reason or ("not reported" if not node.imex else node.imex)
         return "ImexNotReady", f"node {name}: IMEX not ready ({state})"
     return "", ""
@@ -164,3 +167,36 @@ def layout(placement: PlacementSpec, facts: DomainFacts) -> Layout:
         nodes=tuple(sorted(nodes, key=lambda n: (cliques.index(n.clique), n.slot, n.name))),
         cliques=cliques,
     )
+
+
+NO_CLIQUE_SLOT = -1
+"""The index NVIDIA's status gives a node without multi-node NVLink (its cliqueID is "")."""
+
+
+def layout_without_nvlink(facts: DomainFacts, *, gpus_per_pod: int) -> Layout:
+    """A domain that runs without IMEX: its member nodes are where the scheduler put its pods
+    (clique "", slot -1); there are no slices."""
+    on_node: dict[str, list[PodFacts]] = {}
+    for pod in facts.pods:
+        if pod.node and not pod.finished:
+            on_node.setdefault(pod.node, []).append(pod)
+    nodes = []
+    for name in sorted(on_node):
+        node = facts.nodes.get(name)
+        problem, detail = node_problem(name, node, imex=False)
+        pods = on_node[name]
+        nodes.append(
+            MemberNode(
+                name=name,
+                clique="",
+                slot=NO_CLIQUE_SLOT,
+                slices=(),
+                gpus=gpus_per_pod * len(pods),
+                pods=tuple(pod.name for pod in pods),
+                facts=node,
+                problem=problem,
+                detail=detail,
+                waiting_for=tuple(pod.name for pod in pods if not runs_on(pod, name)),
+            )
+        )
+    return Layout(slices=(), nodes=tuple(nodes), cliques=())

@@ -31,7 +31,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Tracer
 
 from services.domain_controller.caches import Caches, template_key
-from services.domain_controller.facts import gang_size, gather
+from services.domain_controller.facts import gang_size, gather, member_nodes
 from services.domain_controller.membership import DELETED, Ledger, final_event, membership_event
 from services.domain_controller.notices import notices
 from services.domain_controller.status import Assessment, compute_status
@@ -278,7 +278,7 @@ class DomainReconciler:
             template_conflict=conflict,
             placement=placement,
             pods=pods,
-            nodes={name: nodes.get(name) for name in placement.nodes} if placement else {},
+            nodes={name: nodes.get(name) for name in member_nodes(placement, pods)},
             gang_size=gang_size(domain),
         )
         return compute_status(facts, previous=domain.status, now=now_in_seconds())

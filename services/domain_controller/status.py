@@ -5,7 +5,11 @@ placement as member nodes and slices). Conditions (each with ``observedGeneratio
 ``lastTransitionTime`` moves only when the condition's status does) aggregate over every slice:
 
 - ``Placed``: True when the allocator's Placement exists (the message counts pods, nodes,
-  slices and cliques); else ``WaitingForPlacement``, or ``Released`` while deleting.
+  slices and cliques); else ``WaitingForPlacement``, or ``Released`` while deleting. A domain
+  whose record says it runs without IMEX (``multiNodeNvlink: false``) is Placed with reason
+  ``PlacedWithoutNvlink``; its member nodes are where its pods run (cliqueID "", index -1, as
+  NVIDIA's status shows such nodes), IMEX does not count for Degraded, and it is Ready once
+  the whole gang runs.
 - ``Degraded``: True when a member node of any slice has a ``cdo.dev/gpu-fault`` taint, is gone,
   is out of its slice's clique (its clique label gone or another: fabric lost), has a kubelet
   that is not Ready, or its ``cdo.dev/ImexReady`` is not True, or when the
@@ -44,7 +48,7 @@ from typing import Literal
 import msgspec
 
 from services.domain_controller.facts import DomainFacts
-from services.domain_controller.members import Layout, layout
+from services.domain_controller.members import Layout, layout, layout_without_nvlink
 from services.domain_controller.status_entries import (
     clique_entries,
     event_member,
@@ -58,6 +62,7 @@ from services.domain_controller.status_messages import (
     spread,
     stuck,
     where,
+    without_nvlink,
 )
 from shared.crds.computedomain import ComputeDomainStatus, DomainCondition
 from shared.crds.placement import PlacementSpec
@@ -65,6 +70,9 @@ from shared.events import DomainMember, DomainSlice
 
 READY = "Ready"
 PLACED = "Placed"
+WITHOUT_NVLINK = "PlacedWithoutNvlink"
+"""Placed reason of a domain that runs without IMEX (no node of its pods has multi-node
+NVLink): the scheduler placed its pods, and they get no channel."""
 DEGRADED = "Degraded"
 DELETING = "Deleting"
 
@@ -105,6 +113,10 @@ def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
     if placement is None:
         return _Verdict(status="False", reason="NotPlaced", message="the domain is not placed")
     troubled = [m for m in placed.nodes if m.problem]
+    if not troubled and not placement.multi_node_nvlink:
+        return _Verdict(
+            status="False", reason="Healthy", message="every node of the domain's pods is healthy"
+        )
     if not troubled and placement.reserved_pods < placement.size:
         # The allocator reserves a gang whole (pods that do not exist yet included), so a
         # placed domain with fewer reserved pods has lost members (a fault evicted them and
@@ -126,6 +138,8 @@ def _degraded(placement: PlacementSpec | None, placed: Layout) -> _Verdict:
 
 def _placed(facts: DomainFacts, placed: Layout) -> _Verdict:
     placement = facts.placement
+    if placement is not None and not placement.multi_node_nvlink:
+        return _Verdict(status="True", reason=WITHOUT_NVLINK, message=without_nvlink(placed))
     if placement is not None:
         message = (
             f"{placement.placed_pods} pods on {where(placed)}"
@@ -163,6 +177,8 @@ def _ready(facts: DomainFacts, placed: Layout, degraded: _Verdict) -> _Verdict:
         return no("TemplateNameConflict", facts.template_conflict)
     if placement is None:
         return no("WaitingForPlacement", "the clique allocator has not placed the domain yet")
+    if not placement.multi_node_nvlink:
+        return _ready_without_nvlink(placement, placed, degraded)
     pods = placement.placed_pods
     if pods == 0 or pods < placement.size:
         return no("WaitingForPlacement", f"{pods} of {placement.size} pods placed")
@@ -179,6 +195,25 @@ def _ready(facts: DomainFacts, placed: Layout, degraded: _Verdict) -> _Verdict:
         reason="AllMembersReady",
         message=f"{pods} pods running on {len(placed.nodes)} nodes{spread(placed)}, "
         "IMEX ready on each",
+    )
+
+
+def _ready_without_nvlink(placement: PlacementSpec, placed: Layout, degraded: _Verdict) -> _Verdict:
+    """Ready once the whole gang runs on healthy nodes (no IMEX to wait for)."""
+    if degraded.status == "True":
+        return _Verdict(status="False", reason=degraded.reason, message=degraded.message)
+    running = sum(len(m.pods) - len(m.waiting_for) for m in placed.nodes)
+    if running < placement.size:
+        return _Verdict(
+            status="False",
+            reason="PodsNotRunning",
+            message=f"{running} of {placement.size} pods running (without IMEX)",
+        )
+    return _Verdict(
+        status="True",
+        reason="AllMembersReady",
+        message=f"{running} pods running on {len(placed.nodes)} nodes, without IMEX "
+        "(no multi-node NVLink)",
     )
 
 
@@ -251,7 +286,12 @@ def compute_status(
     unchanged status compares equal to the stored one.
     """
     placement = facts.placement
-    placed = layout(placement, facts) if placement is not None else _NOTHING
+    if placement is None:
+        placed = _NOTHING
+    elif placement.multi_node_nvlink:
+        placed = layout(placement, facts)
+    else:
+        placed = layout_without_nvlink(facts, gpus_per_pod=placement.gpus_per_pod)
     degraded = _degraded(placement, placed)
     ready = _ready(facts, placed, degraded)
     step = deletion_step(facts) if facts.deleting else None

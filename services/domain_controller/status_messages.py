@@ -84,3 +84,13 @@ def spread(placed: Layout) -> str:
     cliques = len(placed.cliques)
     across = "of one clique" if cliques == 1 else f"across {cliques} cliques"
     return f" in {len(placed.slices)} slices {across}"
+
+
+def without_nvlink(placed: Layout) -> str:
+    """The Placed message of a domain that runs without IMEX."""
+    pods = sum(len(node.pods) for node in placed.nodes)
+    return (
+        "no node the domain's pods can use has multi-node NVLink: it runs without IMEX and "
+        f"its pods get no IMEX channel; the scheduler placed {pods} pods on "
+        f"{len(placed.nodes)} nodes"
+    )

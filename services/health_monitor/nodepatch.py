@@ -2,8 +2,9 @@
 
 The monitor owns these things on its Node and writes nothing else:
 
-- the clique labels (``nvidia.com/gpu.clique``, ``cdo.dev/nvlink-domain``): a JSON merge patch
-  of ``metadata.labels`` naming only those two keys;
+- the clique labels (``nvidia.com/gpu.clique``, ``cdo.dev/nvlink-domain``,
+  ``cdo.dev/multi-node-nvlink``): a JSON merge patch
+  of ``metadata.labels`` naming only those keys;
 - the ``cdo.dev/gpu-fault`` taint: ``spec.taints`` is a list without a merge key for JSON merge
   patches, so it is written whole, from the taints read, other writers' taints kept as they
   were, with that read's ``resourceVersion`` as precondition (a 409 means: read and try again);

@@ -26,7 +26,12 @@ import msgspec
 
 from services.health_monitor.faults import Fault, Reaction, ordered, reaction_of
 from services.health_monitor.rules import Severity
-from shared.crds.names import CLIQUE_LABEL, FAULT_TRACE_CONTEXT_ANNOTATION, NVLINK_DOMAIN_LABEL
+from shared.crds.names import (
+    CLIQUE_LABEL,
+    FAULT_TRACE_CONTEXT_ANNOTATION,
+    MULTI_NODE_NVLINK_LABEL,
+    NVLINK_DOMAIN_LABEL,
+)
 from shared.nvml import CliqueStatus, NodeClique
 from shared.tracing import parse_traceparent
 
@@ -218,7 +223,8 @@ def _listing(faults: Sequence[Fault]) -> str:
 
 
 def clique_labels(clique: NodeClique | None) -> dict[str, str | None]:
-    """The clique labels: set when every GPU registered in one clique, removed otherwise.
+    """The clique labels: set when every GPU registered in one clique, removed otherwise;
+    ``cdo.dev/multi-node-nvlink=false`` only when no GPU of the node is on an NVLink fabric.
 
     ``clique`` None (NVML cannot be read) leaves the labels alone: not knowing the clique is
     not a reason to take the node out of it.
@@ -226,8 +232,13 @@ def clique_labels(clique: NodeClique | None) -> dict[str, str | None]:
     if clique is None:
         return {}
     if clique.status is CliqueStatus.READY and clique.clique and clique.cluster_uuid:
-        return {CLIQUE_LABEL: clique.clique, NVLINK_DOMAIN_LABEL: str(clique.cluster_uuid)}
-    return {CLIQUE_LABEL: None, NVLINK_DOMAIN_LABEL: None}
+        return {
+            CLIQUE_LABEL: clique.clique,
+            NVLINK_DOMAIN_LABEL: str(clique.cluster_uuid),
+            MULTI_NODE_NVLINK_LABEL: None,
+        }
+    absent = "false" if clique.status is CliqueStatus.NOT_SUPPORTED else None
+    return {CLIQUE_LABEL: None, NVLINK_DOMAIN_LABEL: None, MULTI_NODE_NVLINK_LABEL: absent}
 
 
 def _condition(

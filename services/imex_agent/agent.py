@@ -50,7 +50,15 @@ from shared.kube.models import Node
 from shared.kube.resources import NODES
 from shared.kubeletapi import KubeletPlugin, PluginPaths
 from shared.metrics import Metrics
-from shared.nvml import NodeClique, NodePlacement, Nvml, NvmlError, node_clique, node_placement
+from shared.nvml import (
+    CliqueStatus,
+    NodeClique,
+    NodePlacement,
+    Nvml,
+    NvmlError,
+    node_clique,
+    node_placement,
+)
 
 log = logging.getLogger("cdo.imex_agent")
 
@@ -100,6 +108,8 @@ class ImexAgent:
         self._bus = bus
         self.metrics = AgentMetrics(metrics)
         self._gpus = 0
+        self.nvlink = True
+        """False once NVML said that no GPU of the node is on an NVLink fabric."""
         self.membership = CliqueMembership(
             node=self.node,
             address=self.address,
@@ -169,6 +179,10 @@ class ImexAgent:
         )
         return devices, driver, plugin
 
+    def _slice_clique(self) -> str | None:
+        """The clique the ResourceSlice is for: "" on a node on no NVLink fabric."""
+        return "" if self.clique is None and not self.nvlink else self.clique
+
     @property
     def clique(self) -> str | None:
         """The clique NVML reported last (None: the node has none now)."""
@@ -176,8 +190,9 @@ class ImexAgent:
 
     @property
     def ready(self) -> bool:
-        """IMEX is READY on this node and the kubelet registered the plugin."""
-        return self.reporter.ready and self.plugin.registered
+        """IMEX is READY on this node (or the node is on no NVLink fabric, so it runs none) and
+        the kubelet registered the plugin."""
+        return (self.reporter.ready or not self.nvlink) and self.plugin.registered
 
     # -- running ------------------------------------------------------------------------------
 
@@ -195,7 +210,7 @@ class ImexAgent:
             attachments=dra.attachments or max(1, 2 * self._gpus),
             resync_s=dra.slice_resync_s,
         )
-        self.slices.set_clique(self.clique)
+        self.slices.set_clique(self._slice_clique())
         self.driver.recover()
         # Before the reporter's first look: a daemon an earlier agent left running is this
         # agent's from the start, so the node's condition never sees the agent without it.
@@ -248,13 +263,14 @@ class ImexAgent:
         else:
             clique = snapshot.clique.clique
             detail = snapshot.clique.reason if clique is None else ""
+            self.nvlink = snapshot.clique.status is not CliqueStatus.NOT_SUPPORTED
             slot = snapshot.placement.tray_index if snapshot.placement is not None else None
             self._gpus = snapshot.gpus
         if self.membership.set_clique(clique, detail=detail, platform_slot=slot):
             log.info("NVML read", extra={"clique": clique, "tray_index": slot, "detail": detail})
-            if self.slices is not None:
-                self.slices.set_clique(clique)
             self.controller.wake()
+        if self.slices is not None:
+            self.slices.set_clique(self._slice_clique())
 
     # -- events -----------------------------------------------------------------------------------
 

@@ -22,6 +22,10 @@ refused, with a message for the pod's events, when:
 - its pod is not seated in any slice of the domain on this node: only a pod the allocator placed
   here gets the channel, so a hand-made claim that copies a domain's labels gets nothing;
 - the pod's slice is in another clique than this node's (its channel means nothing here).
+
+A claim of a domain whose record says it runs without IMEX (``multiNodeNvlink: false``) is
+prepared with nothing injected (:class:`WithoutChannel`) once the checks up to the Placement
+hold: there is no channel to keep from anyone.
 """
 
 from __future__ import annotations
@@ -71,6 +75,13 @@ class PlacementView(PlacementMeta, frozen=True, kw_only=True):
 class _PlacementList(msgspec.Struct, frozen=True, kw_only=True):
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
     items: tuple[PlacementMeta, ...] = ()
+
+
+class WithoutChannel(msgspec.Struct, frozen=True, kw_only=True):
+    """A claim of a domain that runs without IMEX (its record says ``multiNodeNvlink: false``):
+    prepared with nothing injected, as NVIDIA's driver does on nodes without a clique."""
+
+    devices: tuple[DeviceRecord, ...]
 
 
 class Resolution(msgspec.Struct, frozen=True, kw_only=True):
@@ -191,7 +202,7 @@ def decide(
     node: str,
     clique: str | None,
     driver: str,
-) -> Resolution:
+) -> Resolution | WithoutChannel:
     """The claim's channel grant and devices, or ClaimRefusedError (see the module docstring).
 
     ``placement`` is the Placement named like the claim's domain in the claim's namespace;
@@ -217,6 +228,8 @@ def decide(
             f"Placement {claim.namespace}/{domain} belongs to ComputeDomain uid "
             f"{placement.domain_uid}, but {where} was made for uid {domain_uid}"
         )
+    if not placement.spec.multi_node_nvlink:
+        return WithoutChannel(devices=devices)
     pod = _the_pod(obj, where=where, domain=named, node=node)
     if clique is None:
         raise ClaimRefusedError(f"node {node} has no NVLink clique; it cannot join a domain")
@@ -271,7 +284,7 @@ class ClaimResolver:
         self._driver = driver
         self._clique = clique
 
-    async def resolve(self, claim: Claim) -> Resolution:
+    async def resolve(self, claim: Claim) -> Resolution | WithoutChannel:
         raw = await self._client.get_or_none(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
         obj = _claim_decoder.decode(raw) if raw is not None else None
         placement: PlacementView | None = None

@@ -34,7 +34,7 @@ from opentelemetry.util.types import AnyValue
 from services.imex_agent.cdi import CdiStore, ChannelGrant, device_id, render_spec
 from services.imex_agent.channels import ChannelDeviceError, ChannelDevices
 from services.imex_agent.checkpoint import CheckpointData, CheckpointStore, ClaimRecord
-from services.imex_agent.claims import ClaimRefusedError, Resolution
+from services.imex_agent.claims import ClaimRefusedError, Resolution, WithoutChannel
 from services.imex_agent.metrics import AgentMetrics
 from services.imex_agent.readiness import (
     ImexNotReadyError,
@@ -74,10 +74,25 @@ def prepare_result(record: ClaimRecord) -> PrepareResult:
     )
 
 
+def without_channel_result(resolution: WithoutChannel) -> PrepareResult:
+    """The claim's devices with no CDI device: the containers get nothing of cdo's."""
+    return PrepareResult(
+        devices=tuple(
+            PreparedDevice(
+                pool_name=device.pool,
+                device_name=device.device,
+                cdi_device_ids=(),
+                request_names=(device.request,),
+            )
+            for device in resolution.devices
+        )
+    )
+
+
 class Resolver(Protocol):
     """What the driver asks about a claim (:class:`claims.ClaimResolver`)."""
 
-    async def resolve(self, claim: Claim) -> Resolution: ...
+    async def resolve(self, claim: Claim) -> Resolution | WithoutChannel: ...
 
 
 def slice_clique(resolution: Resolution) -> str | None:
@@ -187,9 +202,15 @@ class ChannelDriver:
                 self._make_files(record)
                 return prepare_result(record)
         resolution = await self._resolver.resolve(claim)
-        while self._imex_refusal(slice_clique(resolution)) is not None:
+        while (
+            isinstance(resolution, Resolution)
+            and self._imex_refusal(slice_clique(resolution)) is not None
+        ):
             await self._wait_for_imex(claim, slice_clique(resolution), started=started)
             resolution = await self._resolver.resolve(claim)  # what it says after the wait
+        if isinstance(resolution, WithoutChannel):
+            log.info("claim prepared without a channel", extra={"claim": _name(claim)})
+            return without_channel_result(resolution)
         with self._domain_span(claim, resolution):
             return await self._record_and_make(claim, resolution)
 

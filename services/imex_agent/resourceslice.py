@@ -5,8 +5,11 @@ the Node (so it goes when the Node goes). It lists ``attach-0`` .. ``attach-<N-1
 scheduler allocates one to each pod claim of a domain on the node, and prepare maps the claim to
 its domain's channel, so N bounds the pods with a channel on the node at once. Each device
 carries the attributes ``clique`` (the node's NVLink clique), ``node`` and ``index``. A node
-without a clique publishes the slice with no devices: no pod that needs a channel can be placed
-there. The desired slice is a pure function; :class:`SlicePublisher` converges the API to it.
+whose clique is unknown or lost publishes the slice with no devices: no pod that needs a channel
+can be placed there. A node on no NVLink fabric at all (clique ``""``, as NVIDIA's cliqueID
+reads there) lists the devices without ``clique``: pods of a domain that runs without IMEX use
+them, and get no channel. The desired slice is a pure function; :class:`SlicePublisher`
+converges the API to it.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ def slice_name(node: str) -> str:
 
 
 def desired_devices(*, node: str, clique: str | None, attachments: int) -> tuple[Device, ...]:
+    """The slice's devices; ``clique`` None: none, "": the node is on no NVLink fabric."""
     if clique is None:
         return ()
+    in_clique = {"clique": DeviceAttribute(string=clique)} if clique else {}
     return tuple(
         Device(
             name=f"{ATTACHMENT_PREFIX}{index}",
             attributes={
-                "clique": DeviceAttribute(string=clique),
+                **in_clique,
                 "node": DeviceAttribute(string=node),
                 "index": DeviceAttribute(integer=index),
             },

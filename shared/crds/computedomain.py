@@ -239,11 +239,18 @@ class ComputeDomainNode(CrdStruct, frozen=True, kw_only=True):
     ip_address: Annotated[str, Meta(description="The node's InternalIP (its IMEX address).")] = ""
     clique_id: Annotated[
         str,
-        Meta(description='The node\'s NVLink clique, "<cluster UUID>.<clique id>".'),
+        Meta(
+            description='The node\'s NVLink clique, "<cluster UUID>.<clique id>"; "" on a node '
+            "without multi-node NVLink."
+        ),
     ] = msgspec.field(default="", name="cliqueID")
     index: Annotated[
         int,
-        Meta(description="The node's IMEX slot (tray index) in its own clique.", ge=0),
+        Meta(
+            description="The node's IMEX slot (tray index) in its own clique; -1 on a node "
+            "without multi-node NVLink.",
+            ge=-1,
+        ),
     ] = 0
     status: Annotated[
         DomainState,

@@ -29,6 +29,9 @@ PLACEMENT_GATE = "cdo.dev/placement"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 """Node label: ``"<cluster UUID>.<clique id>"``, the node's NVLink partition."""
 NVLINK_DOMAIN_LABEL = "cdo.dev/nvlink-domain"
+MULTI_NODE_NVLINK_LABEL = "cdo.dev/multi-node-nvlink"
+"""Node label the health monitor sets to "false" when no GPU of the node is on an NVLink fabric
+(NVML fabric state NOT_SUPPORTED): a GPU node a domain can only run on without IMEX."""
 """Node label: the NVLink domain (cluster UUID, about one rack)."""
 
 GPU_FAULT_TAINT = "cdo.dev/gpu-fault"

@@ -181,6 +181,14 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
             },
         ),
     ] = ()
+    multi_node_nvlink: Annotated[
+        bool,
+        Meta(
+            description="False: no node the domain's pods can use has multi-node NVLink, so "
+            "the domain runs without IMEX: no slices and no channel; the scheduler places its "
+            "pods (what NVIDIA's driver does on such nodes)."
+        ),
+    ] = True
     evicting: Annotated[
         tuple[PodRef, ...],
         Meta(

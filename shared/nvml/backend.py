@@ -22,6 +22,7 @@ from shared.nvml.model import (
     DEFAULT_EVENT_TYPES,
     EccErrorCounts,
     FabricInfo,
+    FabricState,
     GpuIdentity,
     NvLinkStates,
     PlatformInfo,
@@ -114,6 +115,21 @@ class PynvmlNvml:
         return GpuIdentity(index=gpu, uuid=gpu_uuid, pci_bus_id=text(pci.busId), name=name)
 
     def fabric_info(self, gpu: int) -> FabricInfo:
+        try:
+            return self._fabric_info(gpu)
+        except NotSupportedError:
+            # A GPU older than Hopper has no fabric query: it is on no NVLink fabric.
+            return FabricInfo(
+                gpu_index=gpu,
+                version=2,
+                state=FabricState.NOT_SUPPORTED,
+                status=pynvml.NVML_SUCCESS,
+                cluster_uuid=uuid.UUID(int=0),
+                clique_id=0,
+                health_mask=0,
+            )
+
+    def _fabric_info(self, gpu: int) -> FabricInfo:
         handle = self._handle(gpu)
         info: Any = None
         version = 2

@@ -183,7 +183,8 @@ class HostedNode:
             state=self.state,
             restarts=self.restarts,
             last_error=self.last_error,
-            imex_ready=agent is not None and agent.reporter.ready,
+            # A node on no NVLink fabric runs no IMEX daemon: it is as ready as it gets.
+            imex_ready=agent is not None and (agent.reporter.ready or not agent.nvlink),
             plugin_registered=agent is not None and agent.plugin.registered,
             node_synced=monitor is not None and monitor.node_synced,
             nvml_available=monitor is not None and monitor.nvml_available,

@@ -49,6 +49,15 @@ class FabricState:
 
     @classmethod
     def healthy(cls, node: Node) -> FabricState:
+        if not node.nvlink:
+            # What a GPU on no NVLink fabric reports (an H100 without NVSwitch fabric).
+            return cls(
+                cluster_uuid=bytes(pynvml.NVML_GPU_FABRIC_UUID_LEN),
+                clique_id=0,
+                state=pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED,
+                health_mask=0,
+                health_summary=pynvml.NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED,
+            )
         return cls(cluster_uuid=node.cluster_uuid_bytes, clique_id=node.clique_id)
 
 

@@ -49,6 +49,8 @@ def _expand_rack(
     cluster = rack.cluster_uuid or identity.cluster_uuid(topology=spec.name, rack=rack.name)
     cluster = str(uuid.UUID(cluster))
     chassis = rack.chassis_serial or identity.chassis_serial(topology=spec.name, rack=rack.name)
+    if not rack.nvlink and rack.cliques is not None:
+        raise TopologyError(f"{where}.cliques", "a rack without NVLink (nvlink: false) has none")
     clique_of_tray = _clique_ids_by_tray(rack.cliques, tray_count=tray_count, where=where)
     nodes = []
     for tray in range(tray_count):
@@ -67,6 +69,7 @@ def _expand_rack(
                 chassis_serial=chassis,
                 driver=driver,
                 gpus=tuple(_gpu(spec.name, name, index) for index in range(gpu_count)),
+                nvlink=rack.nvlink,
             )
         )
     return nodes

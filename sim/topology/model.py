@@ -39,6 +39,8 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     chassis_serial: str
     driver: DriverSpec
     gpus: tuple[Gpu, ...]
+    nvlink: bool = True
+    """False: the node has no multi-node NVLink (no fabric, no clique)."""
 
     @property
     def cluster_uuid_bytes(self) -> bytes:
@@ -47,7 +49,10 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def clique(self) -> str:
-        """The node's clique, ``"<clusterUuid>.<cliqueId>"``: unique across racks."""
+        """The node's clique, ``"<clusterUuid>.<cliqueId>"``: unique across racks; "" on a
+        node without multi-node NVLink."""
+        if not self.nvlink:
+            return ""
         return f"{uuid.UUID(self.cluster_uuid)}.{self.clique_id}"
 
 
@@ -74,8 +79,10 @@ class Cluster(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def cliques(self) -> dict[str, tuple[Node, ...]]:
-        """Nodes grouped by their full clique string (never by cliqueId alone)."""
+        """Nodes grouped by their full clique string (never by cliqueId alone); nodes without
+        multi-node NVLink are in none."""
         grouped: dict[str, list[Node]] = {}
         for node in self.nodes:
-            grouped.setdefault(node.clique, []).append(node)
+            if node.nvlink:
+                grouped.setdefault(node.clique, []).append(node)
         return {clique: tuple(nodes) for clique, nodes in grouped.items()}

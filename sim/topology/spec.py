@@ -56,6 +56,9 @@ class RackSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # Blackwell reports a 13-character chassis serial; derived when absent.
     chassis_serial: Annotated[str, msgspec.Meta(pattern=r"^[ -~]{1,16}$")] | None = None
     driver: DriverSpec | None = None
+    # False: GPU servers without multi-node NVLink (an H100 HGX, say): fabric info reports
+    # NOT_SUPPORTED, platform info is not supported, and the nodes belong to no clique.
+    nvlink: bool = True
 
 
 def _default_racks() -> tuple[RackSpec, ...]:

@@ -69,8 +69,10 @@ def platform_info(nvml: SimulatedNvml, device: object, info: object) -> None:
     struct = _PLATFORM_STRUCTS.get(version)
     if struct is None:
         raise cabi.NvmlCallError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
-    out = cabi.target(info, struct)
     node = nvml.node
+    if not node.nvlink:
+        raise cabi.NvmlCallError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # no NVLink tray platform
+    out = cabi.target(info, struct)
     # v1 and v2 share one layout; v2 renamed the fields (rackGuid -> chassisSerialNumber,
     # computeSlotIndex -> trayIndex ...) to what Blackwell reports in them.
     if version == pynvml.nvmlPlatformInfo_v2:

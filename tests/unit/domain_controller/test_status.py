@@ -5,10 +5,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from services.domain_controller.facts import DomainFacts
+from services.domain_controller.facts import DomainFacts, NodeFacts, PodFacts
 from services.domain_controller.status import compute_status
 from services.domain_controller.status_messages import listed
 from shared.crds.computedomain import ComputeDomainClique, ComputeDomainStatus, DomainCondition
+from shared.crds.placement import PlacementSpec
 from shared.events import DomainMember, DomainSlice
 
 from .builders import (
@@ -662,3 +663,68 @@ def test_a_member_that_left_its_slices_clique_degrades_the_domain() -> None:
     assert degraded.message.startswith(f"node b1 is out of clique {CLIQUE_B} (no clique label)")
     entries = {entry.name: entry.status for entry in status.status.nodes}
     assert entries["b1"] == "NotReady" and entries["a1"] == "Ready"
+
+
+WITHOUT_NVLINK = PlacementSpec(gpus_per_pod=8, size=3, multi_node_nvlink=False)
+NO_IMEX = {name: node(name, imex="False", imex_reason="NoClique") for name in ("h1", "h2")}
+
+
+@pytest.mark.parametrize(
+    ("pods", "nodes", "expected"),
+    [
+        pytest.param(
+            (pod("p1", "h1"), pod("p2", "h1"), pod("p3", "h2")),
+            NO_IMEX,
+            Expected(
+                ready="True/AllMembersReady",
+                placed="True/PlacedWithoutNvlink",
+                degraded="False/Healthy",
+                phase="Ready",
+                nodes="Ready,Ready",
+            ),
+            id="all running: Ready, IMEX does not count",
+        ),
+        pytest.param(
+            (pod("p1", "h1"), pod("p2", "h1", phase="Pending"), pod("p3", "")),
+            NO_IMEX,
+            Expected(
+                ready="False/PodsNotRunning",
+                placed="True/PlacedWithoutNvlink",
+                degraded="False/Healthy",
+                phase="Placed",
+                nodes="NotReady",
+            ),
+            id="one pending, one unscheduled",
+        ),
+        pytest.param(
+            (pod("p1", "h1"), pod("p2", "h1"), pod("p3", "h2")),
+            {**NO_IMEX, "h2": node("h2", kubelet_ready="False", imex="False")},
+            Expected(
+                ready="False/NodeNotReady",
+                placed="True/PlacedWithoutNvlink",
+                degraded="True/NodeNotReady",
+                phase="Degraded",
+                nodes="Ready,NotReady",
+            ),
+            id="a node not Ready",
+        ),
+    ],
+)
+def test_a_domain_without_nvlink(
+    pods: tuple[PodFacts, ...], nodes: dict[str, NodeFacts], expected: Expected
+) -> None:
+    assert summary(facts(placement=WITHOUT_NVLINK, pods=pods, nodes=nodes)) == expected
+
+
+def test_a_domain_without_nvlink_lists_its_nodes_as_nvidia_does() -> None:
+    pods = (pod("p1", "h1"), pod("p2", "h1"), pod("p3", "h2"))
+    status = compute_status(
+        facts(placement=WITHOUT_NVLINK, pods=pods, nodes=NO_IMEX), previous=EMPTY, now=NOW
+    ).status
+    assert [(n.name, n.clique_id, n.index) for n in status.nodes] == [
+        ("h1", "", -1),
+        ("h2", "", -1),
+    ]
+    assert status.cliques == () and status.clique is None and status.channel is None
+    placed = status.condition("Placed")
+    assert placed is not None and "runs without IMEX" in placed.message

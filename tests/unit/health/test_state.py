@@ -25,7 +25,7 @@ from services.health_monitor.state import (
     next_deadline,
     resumed_episode,
 )
-from shared.crds.names import CLIQUE_LABEL, NVLINK_DOMAIN_LABEL
+from shared.crds.names import CLIQUE_LABEL, MULTI_NODE_NVLINK_LABEL, NVLINK_DOMAIN_LABEL
 from shared.nvml import CliqueGroup, CliqueStatus, NodeClique
 
 HOLD = 30.0
@@ -37,8 +37,13 @@ READY = NodeClique(
     cluster_uuid=RACK,
     clique_id=1,
 )
-LABELLED = {CLIQUE_LABEL: f"{RACK}.1", NVLINK_DOMAIN_LABEL: str(RACK)}
-UNLABELLED = {CLIQUE_LABEL: None, NVLINK_DOMAIN_LABEL: None}
+LABELLED = {
+    CLIQUE_LABEL: f"{RACK}.1",
+    NVLINK_DOMAIN_LABEL: str(RACK),
+    MULTI_NODE_NVLINK_LABEL: None,
+}
+UNLABELLED = {CLIQUE_LABEL: None, NVLINK_DOMAIN_LABEL: None, MULTI_NODE_NVLINK_LABEL: None}
+WITHOUT_NVLINK = {**UNLABELLED, MULTI_NODE_NVLINK_LABEL: "false"}
 
 
 def fault(
@@ -157,8 +162,8 @@ NVML_DOWN = fault("nvml.unavailable", Severity.WARNING, Action.DRAIN_NODE, gpu=N
             Reaction.NONE,
             "True",
             REASON_HEALTHY,
-            UNLABELLED,
-            id="no NVLink fabric: no label",
+            WITHOUT_NVLINK,
+            id="no NVLink fabric: no clique label, multi-node-nvlink=false",
         ),
         pytest.param(
             (NVML_DOWN,),

@@ -17,6 +17,7 @@ from services.imex_agent.checkpoint import DeviceRecord
 from services.imex_agent.claims import (
     ClaimRefusedError,
     PlacementView,
+    WithoutChannel,
     decide,
     decode_placement,
 )
@@ -331,3 +332,23 @@ def test_the_resolution_carries_the_placements_trace_annotations() -> None:
         "cdo.dev/trace-context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     }
     assert run().story == {}
+
+
+WITHOUT_NVLINK = {"gpusPerPod": 8, "size": 4, "multiNodeNvlink": False}
+
+
+@pytest.mark.parametrize("clique", [None, CLIQUE])
+def test_a_domain_without_nvlink_is_prepared_with_nothing_injected(clique: str | None) -> None:
+    """Its record says so: any of its claims gets no channel, on a node with or without a
+    clique (a node that later joins one does not hand out a channel nobody reserved)."""
+    resolved = run(placement=placement(spec=WITHOUT_NVLINK), clique=clique)
+    assert resolved == WithoutChannel(
+        devices=(DeviceRecord(request="channel", pool="n1", device="attach-2"),)
+    )
+
+
+def test_a_domain_without_nvlink_still_checks_the_claim_and_its_placement() -> None:
+    with pytest.raises(ClaimRefusedError, match="not made from a ComputeDomain's claim template"):
+        run(placement=placement(spec=WITHOUT_NVLINK), obj=claim_object(labels={}))
+    with pytest.raises(ClaimRefusedError, match="belongs to ComputeDomain uid d-0"):
+        run(placement=placement(spec=WITHOUT_NVLINK, owner="d-0"))

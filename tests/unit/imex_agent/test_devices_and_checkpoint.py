@@ -155,6 +155,9 @@ def test_slice_devices() -> None:
     assert devices[2].attributes["index"].integer == 2
     assert devices[0].attributes["clique"].string == "c.1"
     assert desired_devices(node="n1", clique=None, attachments=3) == ()
+    # A node on no NVLink fabric: attachments for domains without IMEX, in no clique.
+    without = desired_devices(node="n1", clique="", attachments=2)
+    assert [sorted(device.attributes) for device in without] == [["index", "node"]] * 2
     body = desired_slice(node="n1", node_uid="u", clique="c.1", attachments=2, generation=4)
     assert body["metadata"]["name"] == slice_name("n1") == "n1-compute-domain.cdo.dev"
     assert body["spec"]["pool"] == {"name": "n1", "generation": 4, "resourceSliceCount": 1}
