@@ -87,6 +87,8 @@ def spec_body(spec: PlacementSpec) -> dict[str, Any]:
         body.pop(name, None)
     if not body.get("evicting"):
         body.pop("evicting", None)
+    if body.get("multiNodeNvlink") is True:
+        body.pop("multiNodeNvlink")  # the default: records of domains in cliques read as before
     return body
 
 
