@@ -9,8 +9,9 @@ from its syntax tree:
   ``<plural>/<subresource>`` when a literal ``subresource=`` is given;
 - ``Informer(client, RESOURCE, ...)`` (or a local ``informer(RESOURCE, ...)`` helper) lists and
   watches;
-- constructing ``LeaderElector`` or ``EventRecorder`` brings the access of those shared classes,
-  read from their own modules the same way; ``recorder.record(RESOURCE, obj, ...)`` only names
+- constructing ``LeaderElector`` or ``EventRecorder``, or deriving from
+  ``LeaderElectedController``, brings the access of those shared classes, read from their own
+  modules the same way; ``recorder.record(RESOURCE, obj, ...)`` only names
   the involved object's kind;
 - a ``subresource=`` passed through from a parameter stands for "" and every literal
   ``subresource=`` given anywhere in the same file.
@@ -50,6 +51,7 @@ REFERENCE_CALLS = frozenset({"record"})
 SHARED_COMPONENTS = {
     "LeaderElector": "shared/kube/leader.py",
     "EventRecorder": "shared/kube/recorder.py",
+    "LeaderElectedController": "shared/kube/controller.py",
 }
 RESOURCE_ATTRIBUTES = frozenset({"api_version", "kind", "group", "version", "plural", "namespaced"})
 
@@ -134,6 +136,13 @@ def scan_file(path: Path) -> Findings:
         findings.accesses.update(Access(resource.group, plural, verb) for verb in verbs)
 
     for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in SHARED_COMPONENTS:
+                    shared = scan_file(ROOT / SHARED_COMPONENTS[base.id])
+                    findings.accesses |= shared.accesses
+                    findings.unexplained += shared.unexplained
+            continue
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if node.value.id in constants and node.attr in RESOURCE_ATTRIBUTES:
                 explained.add(id(node.value))
