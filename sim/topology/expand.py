@@ -67,6 +67,7 @@ def _expand_rack(
                 chassis_serial=chassis,
                 driver=driver,
                 gpus=tuple(_gpu(spec.name, name, index) for index in range(gpu_count)),
+                gpu_api=rack.gpu_api,
             )
         )
     return nodes
