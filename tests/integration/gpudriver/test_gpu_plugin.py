@@ -93,8 +93,9 @@ async def wait_published(running: Running) -> dict[str, dict[str, Any]]:
     async def devices() -> dict[str, dict[str, Any]] | None:
         return await published(running.client, running.node.name) or None
 
-    found = await wait_for(devices, timeout=10, what="GPU ResourceSlice")
-    assert found is not None
+    found: dict[str, dict[str, Any]] = await wait_for(
+        devices, timeout=10, what="GPU ResourceSlice"
+    )
     return found
 
 
