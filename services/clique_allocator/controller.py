@@ -26,12 +26,9 @@ from services.clique_allocator.webhook.templates import TemplateClassifier
 from services.clique_allocator.writes import AllocatorWrites
 from shared.crds.placement import Placement
 from shared.kube.client import KubeClient
+from shared.kube.controller import LeaderElectedController
 from shared.kube.keys import ObjectKey, key_of
-from shared.kube.leader import LeaderElector
 from shared.kube.ownwrites import OwnWrites
-from shared.kube.reconcile import ReconcileRunner
-from shared.kube.recorder import EventRecorder
-from shared.kube.workqueue import WorkQueue
 from shared.runtime import ServiceContext
 
 log = logging.getLogger("cdo.clique_allocator")
@@ -40,22 +37,18 @@ COMPONENT = "clique-allocator"
 QUEUE = "placements"
 
 
-class CliqueAllocator:
+class CliqueAllocator(LeaderElectedController):
     """Informers, webhook, queue, reconciler, publisher and leader election of one replica."""
 
     def __init__(
         self, ctx: ServiceContext, *, client: KubeClient, settings: CliqueAllocatorSettings
     ) -> None:
-        self._ctx = ctx
-        self._client = client
-        self._settings = settings
         self.caches = Caches(client, settings=settings, metrics=ctx.metrics)
+        super().__init__(ctx, client=client, settings=settings, caches=self.caches)
         metrics = AllocatorMetrics(ctx.metrics)
         self.book = OwnWrites[Placement]()
         self.state = ClusterState(self.caches, self.book)
-        self.queue = WorkQueue[ObjectKey](
-            name=QUEUE, metrics=ctx.metrics, rate_limit=settings.retries
-        )
+        self.queue = self.work_queue(QUEUE)
         self.publisher = CapacityPublisher(
             bus=ctx.bus, state=self.state, interval_s=settings.capacity_interval_s
         )
@@ -64,9 +57,7 @@ class CliqueAllocator:
             state=self.state,
             book=self.book,
             writes=AllocatorWrites(client, field_manager=settings.api.field_manager),
-            recorder=EventRecorder(
-                client, component=COMPONENT, instance=ctx.instance, metrics=ctx.metrics
-            ),
+            recorder=self.event_recorder(COMPONENT),
             metrics=metrics,
             tracer=ctx.tracer,
             on_capacity_change=self.publisher.poke,
@@ -75,13 +66,7 @@ class CliqueAllocator:
             retry_waiting_s=settings.retry_waiting_s,
         )
         self.reconciler.wake_waiting = self.wake_waiting
-        self.runner = ReconcileRunner(
-            name=QUEUE,
-            queue=self.queue,
-            reconcile=self.reconciler.reconcile,
-            metrics=ctx.metrics,
-            settings=settings.loop,
-        )
+        self.runner = self.reconcile_runner(QUEUE, self.queue, self.reconciler.reconcile)
         self.webhook: WebhookServer | None = None
         if settings.webhook.enabled:
             self.webhook = WebhookServer(
@@ -92,26 +77,15 @@ class CliqueAllocator:
                 synced=lambda: self.caches.webhook_synced,
                 metrics=metrics,
             )
-        self.elector = LeaderElector(
-            client,
-            namespace=settings.lease.namespace,
-            name=settings.lease.name,
-            identity=ctx.instance,
-            settings=settings.leader_election,
-        )
         connect(self.caches, queue=self.queue, book=self.book, on_capacity=self._capacity_changed)
+        self._readiness = ctx.readiness
+        self._supervisor = ctx.supervisor
 
-    def start(self) -> None:
-        """Register the root tasks and shutdown steps with the service's supervisor."""
-        supervisor = self._ctx.supervisor
-        self.caches.start(supervisor=supervisor, readiness=self._ctx.readiness)
+    def _start_serving(self) -> None:
         if self.webhook is not None:
             webhook = self.webhook
-            supervisor.start("webhook", webhook.run())
-            self._ctx.readiness.add("webhook serving", lambda: webhook.serving)
-        supervisor.start("leader election", self.elector.run(self._lead))
-        supervisor.on_shutdown("drain placements", self.runner.drain, phase="intake")
-        supervisor.on_shutdown("close kube client", self._client.close, phase="final")
+            self._supervisor.start("webhook", webhook.run())
+            self._readiness.add("webhook serving", lambda: webhook.serving)
 
     async def _lead(self) -> None:
         await self.caches.wait_synced()

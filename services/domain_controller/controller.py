@@ -23,12 +23,10 @@ from services.domain_controller.writes import DomainWrites
 from shared.crds.computedomain import ComputeDomain
 from shared.events.subjects import DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
-from shared.kube.keys import ObjectKey, key_of
-from shared.kube.leader import LeaderElector
+from shared.kube.controller import LeaderElectedController
+from shared.kube.keys import key_of
 from shared.kube.ownwrites import OwnWrites
-from shared.kube.reconcile import ReconcileRunner, RunnerSettings
-from shared.kube.recorder import EventRecorder
-from shared.kube.workqueue import WorkQueue
+from shared.kube.reconcile import RunnerSettings
 from shared.runtime import ServiceContext
 
 log = logging.getLogger("cdo.domain_controller")
@@ -36,22 +34,18 @@ log = logging.getLogger("cdo.domain_controller")
 COMPONENT = "domain-controller"
 
 
-class DomainController:
+class DomainController(LeaderElectedController):
     """Informers, queues, reconcilers and leader election of one replica."""
 
     def __init__(
         self, ctx: ServiceContext, *, client: KubeClient, settings: DomainControllerSettings
     ) -> None:
-        self._ctx = ctx
-        self._client = client
-        self._settings = settings
         self.caches = Caches(client, settings=settings, metrics=ctx.metrics)
-        self.domains = WorkQueue[ObjectKey](
-            name="computedomains", metrics=ctx.metrics, rate_limit=settings.retries
-        )
-        self.device_classes = WorkQueue[ObjectKey](
-            name="deviceclasses", metrics=ctx.metrics, rate_limit=settings.retries
-        )
+        super().__init__(ctx, client=client, settings=settings, caches=self.caches)
+        self._bus = ctx.bus
+        self._namespace = settings.namespace
+        self.domains = self.work_queue("computedomains")
+        self.device_classes = self.work_queue("deviceclasses")
         self.ledger = Ledger()
         own = OwnWrites[ComputeDomain]()
         connect(self.caches, domains=self.domains, device_classes=self.device_classes, own=own)
@@ -61,50 +55,27 @@ class DomainController:
             writes=self.writes,
             own_writes=own,
             bus=ctx.bus,
-            recorder=EventRecorder(
-                client, component=COMPONENT, instance=ctx.instance, metrics=ctx.metrics
-            ),
+            recorder=self.event_recorder(COMPONENT),
             ledger=self.ledger,
             tracer=ctx.tracer,
             resync_s=settings.loop.resync_s,
         )
-        self.domain_runner = ReconcileRunner(
-            name="computedomains",
-            queue=self.domains,
-            reconcile=self.reconciler.reconcile,
-            metrics=ctx.metrics,
-            settings=settings.loop,
+        self.domain_runner = self.reconcile_runner(
+            "computedomains", self.domains, self.reconciler.reconcile
         )
-        self.device_class_runner = ReconcileRunner(
-            name="deviceclasses",
-            queue=self.device_classes,
-            reconcile=DeviceClassReconciler(caches=self.caches, writes=self.writes).reconcile,
-            metrics=ctx.metrics,
+        self.device_class_runner = self.reconcile_runner(
+            "deviceclasses",
+            self.device_classes,
+            DeviceClassReconciler(caches=self.caches, writes=self.writes).reconcile,
             settings=RunnerSettings(workers=1),
         )
-        self.elector = LeaderElector(
-            client,
-            namespace=settings.lease.namespace,
-            name=settings.lease.name,
-            identity=ctx.instance,
-            settings=settings.leader_election,
-        )
-
-    def start(self) -> None:
-        """Register the root tasks and shutdown steps with the service's supervisor."""
-        supervisor = self._ctx.supervisor
-        self.caches.start(supervisor=supervisor, readiness=self._ctx.readiness)
-        supervisor.start("leader election", self.elector.run(self._lead))
-        supervisor.on_shutdown("drain domains", self.domain_runner.drain, phase="intake")
-        supervisor.on_shutdown("drain device class", self.device_class_runner.drain, phase="intake")
-        supervisor.on_shutdown("close kube client", self._client.close, phase="final")
 
     async def _lead(self) -> None:
         await self.caches.wait_synced()
         pattern = DOMAIN_SNAPSHOT.wildcard(
-            **({"namespace": self._settings.namespace} if self._settings.namespace else {})
+            **({"namespace": self._namespace} if self._namespace else {})
         )
-        self.ledger.load(await self._ctx.bus.snapshots(pattern))
+        self.ledger.load(await self._bus.snapshots(pattern))
         collected = await collect_orphans(
             caches=self.caches, writes=self.writes, ledger=self.ledger, reconciler=self.reconciler
         )

@@ -51,11 +51,13 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource a node's GPUs are allocatable as and a pod requests them by."""
 GPU_DRA_DRIVER = "gpu.nvidia.com"
-"""NVIDIA's GPU DRA driver: one device per GPU in each node's ResourceSlice of this driver."""
+"""NVIDIA's GPU DRA driver and its DeviceClass: one device per GPU, pool = node name."""
 GPU_DEVICE_CLASS = "gpu.nvidia.com"
 """The DeviceClass NVIDIA's chart installs for whole GPUs; claims name it to ask for GPUs."""
 GPU_DEVICE_TYPE = "gpu"
 """The ``type`` attribute of a whole-GPU device (MIG and VFIO devices carry other types)."""
+GPU_DEVICE_TAINT = "cdo.dev/gpu-fault"
+"""The key of the DeviceTaintRule taint the health monitor puts on a faulted DRA GPU."""
 IMEX_SLOT_ANNOTATION = "cdo.dev/imex-slot"
 """Node annotation written by the IMEX agent: the node's IMEX slot (tray index) in its clique."""
 IMEX_CLIQUE_ANNOTATION = "cdo.dev/imex-clique"
@@ -66,3 +68,8 @@ The domain controller writes it on the first reconcile unless set at creation (d
 FAULT_TRACE_CONTEXT_ANNOTATION = "cdo.dev/fault-trace-context"
 """On a Node with an open fault episode (health monitor), and on a ComputeDomain going through
 that fault (domain controller; copied onto its Placement): the traceparent of the fault's trace."""
+
+
+def gpu_device_name(index: int) -> str:
+    """The DRA device name NVIDIA's GPU driver gives the GPU with this NVML index."""
+    return f"gpu-{index}"

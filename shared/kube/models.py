@@ -193,9 +193,19 @@ class DeviceAttribute(_Camel, frozen=True, kw_only=True):
     version: str | None = None
 
 
+class DeviceTaint(_Camel, frozen=True, kw_only=True):
+    """A DRA device taint (KEP-5055): effect ``None``, ``NoSchedule`` or ``NoExecute``."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+    time_added: str = ""
+
+
 class Device(_Camel, frozen=True, kw_only=True):
     name: str
     attributes: dict[str, DeviceAttribute] = msgspec.field(default_factory=dict)
+    taints: tuple[DeviceTaint, ...] = ()
 
 
 class ResourcePool(_Camel, frozen=True, kw_only=True):
@@ -213,6 +223,23 @@ class ResourceSliceSpec(_Camel, frozen=True, kw_only=True):
 
 class ResourceSlice(KubeObject, frozen=True, kw_only=True):
     spec: ResourceSliceSpec
+
+
+class DeviceTaintSelector(_Camel, frozen=True, kw_only=True):
+    """Which devices a DeviceTaintRule taints: every set field must match."""
+
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+class DeviceTaintRuleSpec(_Camel, frozen=True, kw_only=True):
+    taint: DeviceTaint
+    device_selector: DeviceTaintSelector | None = None
+
+
+class DeviceTaintRule(KubeObject, frozen=True, kw_only=True):
+    spec: DeviceTaintRuleSpec
 
 
 class DeviceClass(KubeObject, frozen=True, kw_only=True):

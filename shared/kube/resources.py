@@ -69,6 +69,7 @@ RESOURCE_CLAIM_TEMPLATES = resource_api(
     "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True
 )
 RESOURCE_SLICES = resource_api("resourceslices", "ResourceSlice", namespaced=False)
+DEVICE_TAINT_RULES = resource_api("devicetaintrules", "DeviceTaintRule", namespaced=False)
 COMPUTE_DOMAINS = Resource(
     group="resource.nvidia.com",
     version="v1beta1",

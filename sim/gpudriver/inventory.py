@@ -16,9 +16,7 @@ from typing import Any
 import msgspec
 import pynvml
 
-from shared.crds.names import GPU_DEVICE_TYPE
-
-DEVICE_PREFIX = "gpu-"
+from shared.crds.names import GPU_DEVICE_TYPE, gpu_device_name
 
 # How NVIDIA's driver (through go-nvlib) names NVML's brand and architecture enums.
 _BRANDS = {pynvml.NVML_BRAND_NVIDIA: "Nvidia", pynvml.NVML_BRAND_TESLA: "Tesla"}
@@ -49,8 +47,9 @@ class GpuRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def device_name(minor: int) -> str:
-    """The published name of the GPU with this minor number (``/dev/nvidia<minor>``)."""
-    return f"{DEVICE_PREFIX}{minor}"
+    """The published name of the GPU with this minor number (``/dev/nvidia<minor>``; NVIDIA's
+    driver names devices by minor, which equals the NVML index on these nodes)."""
+    return gpu_device_name(minor)
 
 
 def _text(value: str | bytes) -> str:

@@ -6,6 +6,7 @@ from sim.kubeapi.kinds import (
     apiextensions,
     apps,
     core,
+    devicetaints,
     dra,
     events,
     networking,
@@ -64,6 +65,7 @@ def register_builtins(registry: Registry) -> None:
     template = dra.ResourceClaimTemplateStrategy()
     device_class = dra.DeviceClassStrategy()
     slice_ = dra.ResourceSliceStrategy()
+    taint_rule = devicetaints.DeviceTaintRuleStrategy()
     builtin = [
         _rt(
             "",
@@ -228,6 +230,23 @@ def register_builtins(registry: Registry) -> None:
         _rt("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", claim),
         _rt("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", template),
         _rt("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", slice_, namespaced=False),
+        _rt(
+            "resource.k8s.io",
+            "v1",
+            "devicetaintrules",
+            "DeviceTaintRule",
+            taint_rule,
+            namespaced=False,
+        ),
+        _rt(
+            "resource.k8s.io",
+            "v1beta2",
+            "devicetaintrules",
+            "DeviceTaintRule",
+            taint_rule,
+            namespaced=False,
+            storage_version="v1",
+        ),
         _rt(
             "resource.k8s.io",
             "v1beta1",

@@ -1,5 +1,6 @@
 """``resource.k8s.io`` (Dynamic Resource Allocation): DeviceClass, ResourceClaim,
-ResourceClaimTemplate and ResourceSlice, stored as v1 and also served as v1beta1.
+ResourceClaimTemplate and ResourceSlice, stored as v1 and also served as v1beta1 (device taints
+and DeviceTaintRule are in :mod:`sim.kubeapi.kinds.devicetaints`).
 
 v1beta1 differs from v1 in two places, converted here: a claim's device request keeps its
 class, selectors and count directly on the request (v1 nests them under ``exactly``), and
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.kubeapi.kinds.common import get, text
+from sim.kubeapi.kinds.devicetaints import stamp_slice_taints, validate_device_taints
 from sim.kubeapi.machinery import codec, errors, names
 from sim.kubeapi.machinery.errors import FieldError
 from sim.kubeapi.storage import columns
@@ -243,6 +245,9 @@ class ResourceSliceStrategy(Strategy):
         "spec.driver": lambda o: text(o, "spec", "driver"),
     }
 
+    def default(self, obj: Obj) -> None:
+        stamp_slice_taints(obj)
+
     def validate(self, obj: Obj) -> list[FieldError]:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
@@ -304,6 +309,7 @@ class ResourceSliceStrategy(Strategy):
             if name in seen:
                 out.append(errors.duplicate(dpath, name))
             seen.add(name)
+            out.extend(validate_device_taints(device.get("taints"), f"spec.devices[{i}].taints"))
         return out
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
