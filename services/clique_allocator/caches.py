@@ -135,7 +135,9 @@ class Caches(InformerSet):
         )
         self.claims = self.informer(RESOURCE_CLAIMS, ResourceClaim)
         self.taint_rules = self.informer(DEVICE_TAINT_RULES, DeviceTaintRule, namespace="")
-        self.slices.add_index(BY_SLICE_NODE, lambda s: [s.spec.node_name] if s.spec.node_name else [])
+        self.slices.add_index(
+            BY_SLICE_NODE, lambda s: [s.spec.node_name] if s.spec.node_name else []
+        )
         self.claims.add_index(BY_GPU_CLAIM, holds_gpus)
 
     @property
