@@ -93,9 +93,7 @@ async def wait_published(running: Running) -> dict[str, dict[str, Any]]:
     async def devices() -> dict[str, dict[str, Any]] | None:
         return await published(running.client, running.node.name) or None
 
-    found: dict[str, dict[str, Any]] = await wait_for(
-        devices, timeout=10, what="GPU ResourceSlice"
-    )
+    found: dict[str, dict[str, Any]] = await wait_for(devices, timeout=10, what="GPU ResourceSlice")
     return found
 
 
