@@ -25,10 +25,12 @@ from pathlib import Path
 import msgspec
 
 from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
 from shared.kube.models import Node
-from shared.kube.resources import NODES
+from shared.kube.resources import DEVICE_CLASSES, NODES
 from shared.metrics import Metrics
 from sim.controllers import ControllerManager, ControllerSettings
+from sim.gpudriver import device_class_manifest
 from sim.kubeapi import KubeServer, ServerConfig, serve
 from sim.kubeapi.hosting.child_process import ApiProcess, serve_in_process_of_its_own
 from sim.kubelet import (
@@ -141,6 +143,8 @@ class SimulatedCluster:
         ) as api:
             client = await connect_for_kubelets(api.kubeconfig, kubelets=len(topology.nodes))
             try:
+                if any(node.gpu_dra for node in topology.nodes):
+                    await install_gpu_device_class(client)
                 cluster = cls(
                     topology=topology,
                     api=api,
@@ -195,6 +199,16 @@ class SimulatedCluster:
         wanted = {kubelet.name for kubelet in self.fleet if kubelet.powered}
         while not wanted <= await self.ready_nodes():  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(0.1)
+
+
+async def install_gpu_device_class(client: KubeClient) -> None:
+    """The ``gpu.nvidia.com`` DeviceClass, as NVIDIA's Helm chart installs it with its driver
+    (on a cluster where some node runs the GPU DRA driver)."""
+    try:
+        await client.create(DEVICE_CLASSES, device_class_manifest())
+    except KubeApiError as exc:
+        if not exc.already_exists:
+            raise
 
 
 class _NodeList(msgspec.Struct):

@@ -9,13 +9,20 @@ caches. Which domains a change of each concerns is ``routing.py``'s.
 - ResourceClaimTemplates (the webhook asks whether a template is a domain's);
 - Pods, indexed by ``namespace/template name`` of their claims, by controlling owner uid, and by
   node for pods that hold GPUs there;
-- Nodes; ReplicaSets, StatefulSets and Jobs (the size of a gang).
+- Nodes; ReplicaSets, StatefulSets and Jobs (the size of a gang);
+- GPUs through NVIDIA's GPU DRA driver (``dragpus.py``): its ResourceSlices (indexed by node),
+  ResourceClaims (indexed when they hold its devices), DeviceTaintRules.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
+from services.clique_allocator.dragpus import (
+    NodeDraGpus,
+    allocated_gpus,
+    dra_gpus,
+)
 from services.clique_allocator.objects import (
     Workload,
     controller_of,
@@ -25,19 +32,29 @@ from services.clique_allocator.objects import (
 from services.clique_allocator.settings import CliqueAllocatorSettings
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
-from shared.crds.names import DOMAIN_LABEL, GPU_RESOURCE
+from shared.crds.names import DOMAIN_LABEL, GPU_DRA_DRIVER, GPU_RESOURCE
 from shared.crds.placement import Placement
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer
 from shared.kube.informers import InformerSet
 from shared.kube.keys import ObjectKey, key_of
-from shared.kube.models import Node, Pod, ResourceClaimTemplate
+from shared.kube.models import (
+    DeviceTaintRule,
+    Node,
+    Pod,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from shared.kube.resources import (
+    DEVICE_TAINT_RULES,
     JOBS,
     NODES,
     PODS,
     REPLICA_SETS,
     RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     STATEFUL_SETS,
 )
 from shared.metrics import Metrics
@@ -46,6 +63,9 @@ BY_TEMPLATE = "template"
 BY_NODE = "node"
 BY_OWNER = "owner"
 BY_GPU_NODE = "gpu-node"
+BY_SLICE_NODE = "slice-node"
+BY_GPU_CLAIM = "gpu-claim"
+HOLDS_GPUS = "gpus"
 
 TemplateClass = Literal["domain", "other", "unknown"]
 
@@ -63,6 +83,19 @@ def gpu_node(pod: Pod) -> list[str]:
     if pod.spec.node_name and not finished(pod) and pod.gpus(GPU_RESOURCE) > 0:
         return [pod.spec.node_name]
     return []
+
+
+def holds_gpus(claim: ResourceClaim) -> list[str]:
+    """Indexes a claim allocated devices of the GPU driver."""
+    return [HOLDS_GPUS] if allocated_gpus(claim) else []
+
+
+def claim_owner(claim: ResourceClaim) -> tuple[str, str] | None:
+    """(namespace, pod) of the pod a claim was made for from its template, if any."""
+    for ref in claim.metadata.owner_references:
+        if ref.kind == "Pod" and ref.controller:
+            return claim.metadata.namespace, ref.name
+    return None
 
 
 def owner_uid(pod: Pod) -> list[str]:
@@ -94,6 +127,18 @@ class Caches(InformerSet):
         self.pods.add_index(BY_TEMPLATE, pod_template_keys)
         self.pods.add_index(BY_OWNER, owner_uid)
         self.pods.add_index(BY_GPU_NODE, gpu_node)
+        self.slices = self.informer(
+            RESOURCE_SLICES,
+            ResourceSlice,
+            namespace="",
+            field_selector=f"spec.driver={GPU_DRA_DRIVER}",
+        )
+        self.claims = self.informer(RESOURCE_CLAIMS, ResourceClaim)
+        self.taint_rules = self.informer(DEVICE_TAINT_RULES, DeviceTaintRule, namespace="")
+        self.slices.add_index(
+            BY_SLICE_NODE, lambda s: [s.spec.node_name] if s.spec.node_name else []
+        )
+        self.claims.add_index(BY_GPU_CLAIM, holds_gpus)
 
     @property
     def webhook_synced(self) -> bool:
@@ -130,6 +175,37 @@ class Caches(InformerSet):
             (node, self.pods.cache.by_index(BY_GPU_NODE, node))
             for node in self.pods.cache.index_values(BY_GPU_NODE)
         ]
+
+    def dra_gpus(self, recorded: set[tuple[str, str]]) -> dict[str, NodeDraGpus]:
+        """Per node, its DRA GPUs; claims of the ``recorded`` (namespace, pod) are accounted
+        for by their Placements."""
+
+        def accounted(claim: ResourceClaim) -> bool:
+            return claim_owner(claim) in recorded
+
+        return dra_gpus(
+            self.slices.cache.objects(),
+            self.taint_rules.cache.objects(),
+            self.claims.cache.by_index(BY_GPU_CLAIM, HOLDS_GPUS),
+            accounted=accounted,
+        )
+
+    def published_gpus(self, node: str) -> NodeDraGpus:
+        """The node's published DRA GPUs (counts only, for routing node changes)."""
+        found = dra_gpus(
+            self.slices.cache.by_index(BY_SLICE_NODE, node), (), (), accounted=lambda _: True
+        )
+        return found.get(node, NodeDraGpus())
+
+    def claim_spec(self, namespace: str, name: str, template: bool) -> dict[str, Any] | None:
+        """The claim spec of a pod's claim: its template's, or the ResourceClaim's."""
+        key = namespaced(namespace, name)
+        if template:
+            found = self.templates.cache.get(key)
+            spec = found.spec.get("spec") if found is not None else None
+            return spec if isinstance(spec, dict) else None
+        claim = self.claims.cache.get(key)
+        return claim.spec if claim is not None else None
 
     def template_class(self, namespace: str, name: str) -> TemplateClass:
         """Whether claims from ``namespace/name`` belong to a ComputeDomain, as far as the

@@ -10,8 +10,9 @@ The gang is what the allocator reserves in one go:
   as one.
 
 A workload the cache does not show yet makes the size unknown: the allocator waits rather than
-reserve a wrong amount. GPUs per pod come from the pods' ``nvidia.com/gpu`` requests (limits win,
-as for every extended resource); the pods of one gang must agree.
+reserve a wrong amount. GPUs per pod are what each pod asks for in all: its ``nvidia.com/gpu``
+requests (limits win, as for every extended resource) plus the GPUs its claims ask of NVIDIA's
+GPU DRA driver (``dragpus.py``); a gang may mix both ways, but its pods must agree in number.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 
 from services.clique_allocator.objects import Workload, controller_of
-from shared.crds.names import GPU_RESOURCE
+from shared.crds.names import GPU_DEVICE_CLASS, GPU_RESOURCE
 from shared.kube.models import Pod
 
 REPLICATED_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
@@ -94,9 +95,16 @@ class GpuMismatch(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
-def gpus_per_pod(pods: Sequence[Pod]) -> GpuCount | GpuMismatch | None:
-    """The GPUs every pod of ``pods`` asks for; None without pods."""
-    counts = sorted({pod.gpus(GPU_RESOURCE) for pod in pods})
+def plugin_gpus(pod: Pod) -> int:
+    """The pod's ``nvidia.com/gpu`` (without DRA claims)."""
+    return pod.gpus(GPU_RESOURCE)
+
+
+def gpus_per_pod(
+    pods: Sequence[Pod], gpus_of: Callable[[Pod], int] = plugin_gpus
+) -> GpuCount | GpuMismatch | None:
+    """The GPUs every pod of ``pods`` asks for (``gpus_of`` each); None without pods."""
+    counts = sorted({gpus_of(pod) for pod in pods})
     if not counts:
         return None
     if len(counts) > 1:
@@ -106,5 +114,8 @@ def gpus_per_pod(pods: Sequence[Pod]) -> GpuCount | GpuMismatch | None:
             "one gang takes one size"
         )
     if counts[0] < 1:
-        return GpuMismatch(message=f"the domain's pods request no {GPU_RESOURCE}")
+        return GpuMismatch(
+            message=f"the domain's pods ask for no GPUs ({GPU_RESOURCE}, or a claim of "
+            f"DeviceClass {GPU_DEVICE_CLASS})"
+        )
     return GpuCount(gpus=counts[0])

@@ -1,7 +1,10 @@
 """What the engine needs to know about a node, read from the Node object (pure functions).
 
 A node takes part in placement when it carries the clique label ``nvidia.com/gpu.clique`` (the
-health monitor removes it on fabric trouble) and has allocatable ``nvidia.com/gpu``. Of those:
+health monitor removes it on fabric trouble) and has GPUs: allocatable ``nvidia.com/gpu`` (the
+device plugin) or devices of NVIDIA's GPU DRA driver (``dragpus.py``). Both describe the same
+GPUs where a node runs both, so its size is the larger of the two, and ``gpu_apis`` says which
+ways of asking for GPUs the node serves. Of those nodes:
 
 - **healthy**: the kubelet's ``Ready`` is True, no ``cdo.dev/gpu-fault`` taint, no lifecycle
   taint (``node.kubernetes.io/not-ready``, ``unreachable``, pressure ...; NoSchedule or
@@ -22,6 +25,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from services.clique_allocator.dragpus import NodeDraGpus
 from services.clique_allocator.placement import Clique
 from services.clique_allocator.placement import Node as EngineNode
 from shared.crds.names import (
@@ -39,6 +43,8 @@ from shared.kube.models import Node
 LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+DEVICE_PLUGIN = "device-plugin"
+DRA = "dra"
 
 
 class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,6 +60,8 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     schedulable: bool = True
     problems: tuple[str, ...] = ()
     """Why the node takes no new pods, for messages (empty when it does)."""
+    gpu_apis: frozenset[str] = frozenset({DEVICE_PLUGIN})
+    """How pods can ask for the node's GPUs: ``device-plugin``, ``dra``, or both."""
 
     @property
     def usable(self) -> bool:
@@ -100,12 +108,18 @@ def _troubles(node: Node) -> tuple[list[str], bool]:
     return problems, cordoned
 
 
-def node_facts(node: Node) -> NodeFacts | None:
-    """The node's facts, or None when it takes no part in placement (no clique, no GPUs)."""
+def node_facts(node: Node, dra: NodeDraGpus | None = None) -> NodeFacts | None:
+    """The node's facts, or None when it takes no part in placement (no clique, no GPUs);
+    ``dra``: the node's GPUs from NVIDIA's GPU DRA driver, when it publishes any."""
     clique = node.metadata.labels.get(CLIQUE_LABEL, "")
-    gpus = _gpus(node)
+    plugin_gpus = _gpus(node)
+    dra_gpus = dra.published if dra is not None else 0
+    gpus = max(plugin_gpus, dra_gpus)
     if not clique or gpus < 1:
         return None
+    apis = frozenset(
+        api for api, count in ((DEVICE_PLUGIN, plugin_gpus), (DRA, dra_gpus)) if count > 0
+    )
     problems, cordoned = _troubles(node)
     healthy = not problems
     if cordoned:
@@ -119,10 +133,11 @@ def node_facts(node: Node) -> NodeFacts | None:
         healthy=healthy,
         schedulable=not cordoned,
         problems=tuple(dict.fromkeys(problems)),
+        gpu_apis=apis,
     )
 
 
-def without_nvlink(node: Node) -> bool:
+def without_nvlink(node: Node, dra: NodeDraGpus | None = None) -> bool:
     """A GPU node that the health monitor found on no NVLink fabric
     (``cdo.dev/multi-node-nvlink=false``) and that takes new pods: a node a domain can run on
     without IMEX. A node of a clique that lost its label to a fault, or whose monitor has not
@@ -130,7 +145,7 @@ def without_nvlink(node: Node) -> bool:
     labels = node.metadata.labels
     if labels.get(MULTI_NODE_NVLINK_LABEL) != "false" or labels.get(CLIQUE_LABEL):
         return False
-    if _gpus(node) < 1:
+    if max(_gpus(node), dra.published if dra is not None else 0) < 1:
         return False
     problems, cordoned = _troubles(node)
     return not problems and not cordoned

@@ -23,13 +23,19 @@ once none does; a domain that is gone loses it at once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
 import msgspec
 
-from services.clique_allocator.gang import GangSize, GpuCount, UnknownSize, gpus_per_pod
+from services.clique_allocator.gang import (
+    GangSize,
+    GpuCount,
+    UnknownSize,
+    gpus_per_pod,
+    plugin_gpus,
+)
 from services.clique_allocator.objects import finished, gated
 from services.clique_allocator.placement import ClusterView, Reservation
 from services.clique_allocator.planning.failover import FailedOver, fail_over
@@ -54,7 +60,6 @@ from services.clique_allocator.planning.reserve import Reserved, reserve
 from services.clique_allocator.planning.slices import SliceHold, holds_of, record_of
 from services.clique_allocator.planning.spread import span_per_slice
 from shared.crds.computedomain import ComputeDomain
-from shared.crds.names import GPU_RESOURCE
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Pod
 
@@ -156,11 +161,14 @@ def plan_domain(
     ranks: Mapping[str, int] | None = None,
     now: datetime | None = None,
     nodes_without_nvlink: int = 0,
+    gpus_of: Callable[[Pod], int] = plugin_gpus,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
     seconds, UTC) times failover, which is off without it; ``nodes_without_nvlink`` counts the
-    GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``)."""
+    GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of``
+    tells the GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA
+    claims)."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -178,7 +186,7 @@ def plan_domain(
         return Plan(pins=sorted_pods.repins)
     if isinstance(gang, UnknownSize):
         return Plan(pins=sorted_pods.repins, unknown_size=True)
-    ask = _ask(domain, placement, sorted_pods, gang, view)
+    ask = _ask(domain, placement, sorted_pods, gang, view, gpus_of)
     if isinstance(ask, Plan):
         return ask
     if runs_without_nvlink(placement, view=view, gpus_per_pod=ask.gpus, nodes=nodes_without_nvlink):
@@ -192,6 +200,7 @@ def plan_domain(
         view=view,
         ranks=ranks,
         now=now,
+        gpus_of=gpus_of,
     )
 
 
@@ -229,12 +238,13 @@ def _ask(
     pods: _Pods,
     gang: GangSize,
     view: ClusterView,
+    gpus_of: Callable[[Pod], int],
 ) -> _Ask | Plan:
     """What the gang asks for, or a plan that refuses its pods (no valid request)."""
     if placement is not None:
         gpus = placement.gpus_per_pod
     else:
-        counted = gpus_per_pod(pods.waiting)
+        counted = gpus_per_pod(pods.waiting, gpus_of)
         if not isinstance(counted, GpuCount):
             return _refuse(pods, pods.waiting, "no pods" if counted is None else counted.message)
         gpus = counted.gpus
@@ -268,11 +278,12 @@ def _plan(
     view: ClusterView,
     ranks: Mapping[str, int] | None,
     now: datetime | None,
+    gpus_of: Callable[[Pod], int],
 ) -> Plan:
     """Release, reserve, pin, hold (the module docstring)."""
     ranks = ranks or {}
-    waiting = [pod for pod in pods.waiting if pod.gpus(GPU_RESOURCE) == ask.gpus]
-    mismatched = [pod for pod in pods.waiting if pod.gpus(GPU_RESOURCE) != ask.gpus]
+    waiting = [pod for pod in pods.waiting if gpus_of(pod) == ask.gpus]
+    mismatched = [pod for pod in pods.waiting if gpus_of(pod) != ask.gpus]
     held = list(
         holds(
             mismatched,

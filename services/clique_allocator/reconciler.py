@@ -26,8 +26,10 @@ from opentelemetry.trace import Link, Tracer
 
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
+from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks, restrict
 from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
+from services.clique_allocator.placement import ClusterView
 from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
 from services.clique_allocator.planning.hold import Hold
 from services.clique_allocator.ranks import pod_rank
@@ -132,16 +134,18 @@ class AllocatorReconciler:
                 live = [pod for pod in pods if not finished(pod)]
                 gang = gang_size(explicit=explicit, pods=live, workload=self._caches.workload)
             started = time.perf_counter()
+            view, gpus_of = self._gpu_view(pods)
             plan = plan_domain(
                 key=text,
                 domain=domain,
                 placement=placement.spec if placement is not None else None,
                 pods=pods,
                 gang=gang,
-                view=self._state.view(),
+                view=view,
                 ranks=self._ranks(pods),
                 now=datetime.now(UTC).replace(microsecond=0),
                 nodes_without_nvlink=self._state.nodes_without_nvlink(),
+                gpus_of=gpus_of,
             )
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
@@ -158,6 +162,14 @@ class AllocatorReconciler:
                     message=notice.message,
                 )
         return self._after(key, plan, evictions_refused=refused)
+
+    def _gpu_view(self, pods: list[Pod]) -> tuple[ClusterView, Callable[[Pod], int]]:
+        """The view the domain is placed in (nodes that serve the ways its pods ask for GPUs)
+        and the GPUs each of its pods asks for (``gpuapis.py``)."""
+        view = self._state.view()
+        asks = pod_asks((pod for pod in pods if not finished(pod)), self._caches.claim_spec)
+        needed = apis_needed(asks.values())
+        return restrict(view, self._state.facts(), needed), gpu_counter(asks, view)
 
     def _ranks(self, pods: list[Pod]) -> dict[str, int]:
         """The ranks of the pods that carry an index (``ranks.py``)."""

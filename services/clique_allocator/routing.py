@@ -9,7 +9,10 @@
   a node also changes capacity;
 - a node: the domains with a member on it, when its clique, GPUs, slot, health or
   schedulability changed (heartbeats do nothing); capacity changes with it;
-- a ReplicaSet, StatefulSet or Job: the domains of its pods, when the size it wants changed.
+- a ReplicaSet, StatefulSet or Job: the domains of its pods, when the size it wants changed;
+- a ResourceSlice of NVIDIA's GPU DRA driver, when its GPUs or their blocking taints changed,
+  a DeviceTaintRule, and a ResourceClaim no Placement accounts for whose GPUs changed:
+  capacity only (grown unless fewer GPUs are free).
 
 The functions read the caches only through the lookups they are given and return a
 :class:`Routed`; :func:`connect` registers them as the informers' handlers and applies what they
@@ -23,7 +26,15 @@ from typing import Any
 
 import msgspec
 
-from services.clique_allocator.caches import BY_NODE, Caches, gpu_node, owner_uid, pod_template_keys
+from services.clique_allocator.caches import (
+    BY_NODE,
+    Caches,
+    claim_owner,
+    gpu_node,
+    owner_uid,
+    pod_template_keys,
+)
+from services.clique_allocator.dragpus import NodeDraGpus, allocated_gpus, dra_gpus
 from services.clique_allocator.gang import workload_pods
 from services.clique_allocator.nodes import node_facts, without_nvlink
 from services.clique_allocator.objects import Workload, finished, gated, pinned_to
@@ -32,7 +43,7 @@ from shared.crds.names import GPU_RESOURCE
 from shared.crds.placement import Placement
 from shared.kube.keys import ObjectKey, key_of
 from shared.kube.mapping import enqueue_routed
-from shared.kube.models import Node, Pod
+from shared.kube.models import DeviceTaintRule, Node, Pod, ResourceClaim, ResourceSlice
 from shared.kube.ownwrites import OwnWrites
 from shared.kube.workqueue import WorkQueue
 
@@ -99,22 +110,66 @@ def pod_changed(
 
 
 def node_changed(
-    old: Node | None, new: Node | None, *, placed_on: Callable[[str], list[ObjectKey]]
+    old: Node | None,
+    new: Node | None,
+    *,
+    placed_on: Callable[[str], list[ObjectKey]],
+    dra_of: Callable[[str], NodeDraGpus] = lambda _: NodeDraGpus(),
 ) -> Routed:
     """A node: when its facts changed, the domains with a member on it, and capacity (which
-    grew unless the node is gone)."""
-    before = node_facts(old) if old is not None else None
-    after = node_facts(new) if new is not None else None
+    grew unless the node is gone). ``dra_of`` gives a node's published DRA GPUs."""
     node = new or old
     if node is None:
         return NOTHING
+    dra = dra_of(node.metadata.name)
+    before = node_facts(old, dra) if old is not None else None
+    after = node_facts(new, dra) if new is not None else None
     if before == after:
         # A node on no NVLink fabric that comes or goes changes where domains without IMEX
         # can run; no domain has a member on it.
-        was = old is not None and without_nvlink(old)
-        now = new is not None and without_nvlink(new)
+        was = old is not None and without_nvlink(old, dra)
+        now = new is not None and without_nvlink(new, dra)
         return NOTHING if was == now else Routed(keys=(), capacity=now)
     return Routed(keys=tuple(placed_on(node.metadata.name)), capacity=after is not None)
+
+
+def _usable_gpus(item: ResourceSlice | None) -> tuple[int, int]:
+    """(published, free of blocking taints) GPUs of a slice."""
+    if item is None:
+        return (0, 0)
+    counts = dra_gpus([item], (), (), accounted=lambda _: True)
+    found = counts.get(item.spec.node_name, NodeDraGpus())
+    return (found.published, found.published - found.tainted)
+
+
+def slice_changed(old: ResourceSlice | None, new: ResourceSlice | None) -> Routed:
+    """A GPU driver's slice: capacity, when its GPUs or their blocking taints changed."""
+    before, after = _usable_gpus(old), _usable_gpus(new)
+    if before == after:
+        return NOTHING
+    return Routed(capacity=after[1] >= before[1])
+
+
+def taint_rule_changed(old: DeviceTaintRule | None, new: DeviceTaintRule | None) -> Routed:
+    """A DeviceTaintRule: capacity (taken away unless it went)."""
+    if old is not None and new is not None and old.spec == new.spec:
+        return NOTHING
+    return Routed(capacity=new is None)
+
+
+def claim_changed(
+    old: ResourceClaim | None,
+    new: ResourceClaim | None,
+    *,
+    accounted: Callable[[ResourceClaim], bool],
+) -> Routed:
+    """A claim: capacity, when the GPUs it holds changed and no Placement accounts for it."""
+    before = allocated_gpus(old) if old is not None else []
+    after = allocated_gpus(new) if new is not None else []
+    claim = new or old
+    if before == after or claim is None or accounted(claim):
+        return NOTHING
+    return Routed(capacity=len(after) < len(before))
 
 
 def workload_changed(
@@ -168,7 +223,17 @@ def connect(
         apply(pod_changed(old, new, domains_of=caches.domains_of, recorded=recorded))
 
     def on_node(old: Node | None, new: Node | None) -> None:
-        apply(node_changed(old, new, placed_on=placed_on))
+        apply(node_changed(old, new, placed_on=placed_on, dra_of=caches.published_gpus))
+
+    def claim_accounted(claim: ResourceClaim) -> bool:
+        owner = claim_owner(claim)
+        if owner is None:
+            return False
+        pod = caches.pods.cache.get(f"{owner[0]}/{owner[1]}")
+        return pod is not None and recorded(pod)
+
+    def on_claim(old: ResourceClaim | None, new: ResourceClaim | None) -> None:
+        apply(claim_changed(old, new, accounted=claim_accounted))
 
     def on_workload(kind: str) -> Callable[[Workload | None, Workload | None], None]:
         def route(old: Workload | None, new: Workload | None) -> list[ObjectKey]:
@@ -180,5 +245,8 @@ def connect(
     caches.placements.add_handler(on_placement)
     caches.pods.add_handler(on_pod)
     caches.nodes.add_handler(on_node)
+    caches.slices.add_handler(lambda old, new: apply(slice_changed(old, new)))
+    caches.taint_rules.add_handler(lambda old, new: apply(taint_rule_changed(old, new)))
+    caches.claims.add_handler(on_claim)
     for kind, informer in caches.workloads.items():
         informer.add_handler(on_workload(kind))

@@ -8,7 +8,9 @@ the allocator's records. After its own decisions the allocator advances the view
 
 GPUs held by pods that no Placement accounts for (pods of other workloads asking for
 ``nvidia.com/gpu``, or a domain's pod scheduled without the allocator) count as a pseudo
-reservation in no clique, so they are never given out twice either.
+reservation in no clique, so they are never given out twice either. So do DRA GPUs
+(``dragpus.py``) that are tainted or allocated to claims of pods no Placement seats: a node
+that serves both ways counts its GPUs once, and what either way holds is taken from that.
 """
 
 from __future__ import annotations
@@ -64,15 +66,31 @@ class ClusterState:
 
     def _build(self) -> ClusterView:
         self.rebuilds += 1
+        reservations, recorded = self._recorded()
+        dra = self._caches.dra_gpus(recorded)
         facts = [
             found
             for node in self._caches.nodes.cache.objects()
-            if (found := node_facts(node)) is not None
+            if (found := node_facts(node, dra.get(node.metadata.name))) is not None
         ]
         self._facts = {f.name: f for f in facts}
         self._without_nvlink = sum(
-            1 for node in self._caches.nodes.cache.objects() if without_nvlink(node)
+            1
+            for node in self._caches.nodes.cache.objects()
+            if without_nvlink(node, dra.get(node.metadata.name))
         )
+        foreign: dict[str, int] = {name: gpus.unavailable for name, gpus in dra.items()}
+        for node, pods in self._caches.gpu_pods():
+            for pod in pods:
+                if (pod.metadata.namespace, pod.metadata.name) not in recorded:
+                    foreign[node] = foreign.get(node, 0) + pod.gpus(GPU_RESOURCE)
+        outside = foreign_reservation(foreign)
+        if outside is not None:
+            reservations.append(outside)
+        return ClusterView.build(cliques=build_cliques(facts), reservations=reservations)
+
+    def _recorded(self) -> tuple[list[Reservation], set[tuple[str, str]]]:
+        """Every Placement's reservations, and the (namespace, pod) they seat."""
         reservations: list[Reservation] = []
         recorded: set[tuple[str, str]] = set()
         cached = self._caches.placements.cache
@@ -88,12 +106,4 @@ class ClusterState:
                 for member in piece.members
                 for pod in member.pods
             )
-        foreign: dict[str, int] = {}
-        for node, pods in self._caches.gpu_pods():
-            for pod in pods:
-                if (pod.metadata.namespace, pod.metadata.name) not in recorded:
-                    foreign[node] = foreign.get(node, 0) + pod.gpus(GPU_RESOURCE)
-        outside = foreign_reservation(foreign)
-        if outside is not None:
-            reservations.append(outside)
-        return ClusterView.build(cliques=build_cliques(facts), reservations=reservations)
+        return reservations, recorded

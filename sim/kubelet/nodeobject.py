@@ -58,14 +58,18 @@ def node_labels(
 
 
 def capacity(node: TopologyNode, settings: KubeletSettings) -> dict[str, str]:
+    """What the node reports; ``nvidia.com/gpu`` only where NVIDIA's device plugin runs (a
+    node whose GPUs NVIDIA's DRA driver publishes reports none)."""
     resources = settings.resources
-    return {
+    reported = {
         "cpu": resources.cpu,
         "memory": resources.memory,
         "pods": resources.pods,
         "ephemeral-storage": resources.ephemeral_storage,
-        names.GPU_RESOURCE: str(len(node.gpus)),
     }
+    if node.device_plugin:
+        reported[names.GPU_RESOURCE] = str(len(node.gpus))
+    return reported
 
 
 def addresses(node: TopologyNode) -> list[dict[str, str]]:

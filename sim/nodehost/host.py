@@ -14,6 +14,9 @@ Every hosted node has, as a GPU node of a real cluster would:
   in this event loop (:mod:`sim.nodehost.imex`) and its DRA kubelet plugin in the simulated
   kubelet's directory of the node;
 - a health monitor (:class:`services.health_monitor.HealthMonitor`);
+- on a node whose GPUs NVIDIA's GPU DRA driver publishes (topology ``gpu_api`` ``dra`` or
+  ``both``), that driver's kubelet plugin (:class:`sim.gpudriver.GpuKubeletPlugin`), in the
+  same session as the services;
 - one NATS connection per service, each with its own metrics registry, as two pods would have.
 
 A node runs its services while it has power. Powering it off kills its IMEX daemon without a
@@ -47,6 +50,7 @@ from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
+from sim.gpudriver import GpuKubeletPlugin
 from sim.imex import Timing
 from sim.nodehost.imex import DaemonDirectory, NodeImex
 from sim.nodehost.power import PowerSource, PowerUnavailableError
@@ -126,6 +130,8 @@ class NodeStatus(msgspec.Struct, frozen=True, kw_only=True):
     plugin_registered: bool
     node_synced: bool
     nvml_available: bool
+    gpu_plugin_registered: bool | None = None
+    """NVIDIA's GPU DRA plugin is registered with the kubelet; None on a node without it."""
 
 
 class HostedNode:
@@ -146,6 +152,7 @@ class HostedNode:
         self.last_error = ""
         self.agent: ImexAgent | None = None
         self.monitor: HealthMonitor | None = None
+        self.gpu_plugin: GpuKubeletPlugin | None = None
         self.metrics: dict[str, Metrics] = {}
         self._powered: bool | None = None  # unknown until the power source answered
         self._power_changed = asyncio.Event()
@@ -171,7 +178,12 @@ class HostedNode:
             and self.agent.ready
             and self.monitor is not None
             and self.monitor.node_synced
+            and (not self.topology.gpu_dra or self._gpu_registered)
         )
+
+    @property
+    def _gpu_registered(self) -> bool:
+        return self.gpu_plugin is not None and self.gpu_plugin.registered
 
     def status(self) -> NodeStatus:
         agent, monitor = self.agent, self.monitor
@@ -188,6 +200,7 @@ class HostedNode:
             plugin_registered=agent is not None and agent.plugin.registered,
             node_synced=monitor is not None and monitor.node_synced,
             nvml_available=monitor is not None and monitor.nvml_available,
+            gpu_plugin_registered=self._gpu_registered if self.topology.gpu_dra else None,
         )
 
     # -- power -------------------------------------------------------------------------------
@@ -264,6 +277,7 @@ class HostedNode:
             finally:
                 self.agent = None
                 self.monitor = None
+                self.gpu_plugin = None
             if powered_off:
                 backoff = settings.restart_backoff_s
                 continue
@@ -319,7 +333,10 @@ class HostedNode:
                 recorder=recorder,
             )
             self.agent, self.monitor, self.metrics = agent, monitor, metrics
+            self.gpu_plugin = self._gpu_driver()
             async with asyncio.TaskGroup() as group:
+                if self.gpu_plugin is not None:
+                    group.create_task(self.gpu_plugin.run(), name=f"{self.name} gpu driver")
                 group.create_task(agent_bus.run(), name=f"{self.name} {AGENT} bus")
                 group.create_task(monitor_bus.run(), name=f"{self.name} {MONITOR} bus")
                 group.create_task(agent.run(), name=f"{self.name} {AGENT}")
@@ -327,6 +344,18 @@ class HostedNode:
                 self.state = "running"
                 log.info("node services running", extra={"node": self.name})
         raise _SessionEndedError(f"the services of {self.name} returned")
+
+    def _gpu_driver(self) -> GpuKubeletPlugin | None:
+        """NVIDIA's GPU DRA plugin, on a node whose GPUs it publishes."""
+        if not self.topology.gpu_dra:
+            return None
+        layout = self._context.layout
+        return GpuKubeletPlugin(
+            node=self.name,
+            client=self._context.client,
+            kubelet_root=layout.kubelet_root(self.name),
+            cdi_root=layout.node_dir(self.name) / "cdi",
+        )
 
     async def _bus(
         self, stack: contextlib.AsyncExitStack, service: str, metrics: Metrics, tracer: Tracer

@@ -70,6 +70,7 @@ def _expand_rack(
                 driver=driver,
                 gpus=tuple(_gpu(spec.name, name, index) for index in range(gpu_count)),
                 nvlink=rack.nvlink,
+                gpu_api=rack.gpu_api,
             )
         )
     return nodes

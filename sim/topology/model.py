@@ -10,7 +10,7 @@ import uuid
 
 import msgspec
 
-from sim.topology.spec import DriverSpec
+from sim.topology.spec import DriverSpec, GpuApi
 
 
 class Gpu(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,6 +41,18 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     gpus: tuple[Gpu, ...]
     nvlink: bool = True
     """False: the node has no multi-node NVLink (no fabric, no clique)."""
+    gpu_api: GpuApi = "device-plugin"
+    """How the node offers its GPUs: device plugin, NVIDIA's GPU DRA driver, or both."""
+
+    @property
+    def device_plugin(self) -> bool:
+        """The kubelet reports allocatable ``nvidia.com/gpu``."""
+        return self.gpu_api != "dra"
+
+    @property
+    def gpu_dra(self) -> bool:
+        """NVIDIA's GPU DRA driver publishes the node's GPUs."""
+        return self.gpu_api != "device-plugin"
 
     @property
     def cluster_uuid_bytes(self) -> bytes:

@@ -8,7 +8,7 @@ Every field has a default, so an empty file describes the default cluster: two r
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -23,6 +23,7 @@ Name = Annotated[str, msgspec.Meta(pattern=DNS_LABEL, max_length=40)]
 TrayCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_TRAYS_PER_RACK)]
 GpuCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_GPUS_PER_NODE)]
 CliqueId = Annotated[int, msgspec.Meta(ge=0, le=MAX_CLIQUE_ID)]
+GpuApi = Literal["device-plugin", "dra", "both"]
 
 
 class DriverSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -59,6 +60,11 @@ class RackSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # False: GPU servers without multi-node NVLink (an H100 HGX, say): fabric info reports
     # NOT_SUPPORTED, platform info is not supported, and the nodes belong to no clique.
     nvlink: bool = True
+    # How the rack's nodes offer their GPUs: NVIDIA's device plugin (the kubelet reports
+    # allocatable nvidia.com/gpu), NVIDIA's GPU DRA driver (devices in a gpu.nvidia.com
+    # ResourceSlice, no nvidia.com/gpu), or both at once (a node part way through a migration,
+    # where both describe the same GPUs). docs/simulated-gpu-driver.md
+    gpu_api: GpuApi = "device-plugin"
 
 
 def _default_racks() -> tuple[RackSpec, ...]:

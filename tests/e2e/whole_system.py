@@ -462,7 +462,12 @@ class WholeSystem:
             except CommandError:
                 return False
             return all(
-                not node["powered"] or (node["imex_ready"] and node["node_synced"])
+                not node["powered"]
+                or (
+                    node["imex_ready"]
+                    and node["node_synced"]
+                    and node.get("gpu_plugin_registered") is not False
+                )
                 for node in nodes
             )
 
