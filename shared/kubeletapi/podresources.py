@@ -234,7 +234,7 @@ class PodResourcesClient:
         self._call_timeout = call_timeout
         self._channel = grpc.aio.insecure_channel(unix_address(socket))
 
-    async def list(self) -> tuple[PodResources, ...]:
+    async def list_pods(self) -> tuple[PodResources, ...]:
         response = await self._call(
             "List", pb.ListPodResourcesRequest(), pb.ListPodResourcesResponse
         )
@@ -258,7 +258,7 @@ class PodResourcesClient:
         wanted = set(device_ids)
         return [
             pod
-            for pod in await self.list()
+            for pod in await self.list_pods()
             if any(pod.holds(resource, device_id) for device_id in wanted)
         ]
 

@@ -35,7 +35,7 @@ async def test_pods_get_gpu_uuids_which_pod_resources_reports(
             await wait_for(lambda: _running(kube_client, "one"), what="one Running")
             await wait_for(lambda: _running(kube_client, "two"), what="two Running")
 
-            pods = {(p.namespace, p.name): p for p in await client.list()}
+            pods = {(p.namespace, p.name): p for p in await client.list_pods()}
             held = {
                 name: pods[(NAMESPACE, name)].containers[0].devices[0].ids
                 for name in ("one", "two")
@@ -67,12 +67,12 @@ async def test_pods_get_gpu_uuids_which_pod_resources_reports(
             kubelet.devices.set_health(uuids[3], HEALTHY)
             kubelet.power_on()
             await wait_for(lambda: kubelet.active, what="kubelet started")
-            again = {(p.namespace, p.name): p for p in await client.list()}
+            again = {(p.namespace, p.name): p for p in await client.list_pods()}
             assert again[(NAMESPACE, "two")].containers[0].devices[0].ids == held["two"]
             await kube_client.delete(PODS, "two", namespace=NAMESPACE)
 
             async def freed() -> bool:
-                return all(p.name != "two" for p in await client.list())
+                return all(p.name != "two" for p in await client.list_pods())
 
             await wait_for(freed, what="pod two gone from PodResources")
             await run_pod(kube_client, "three", node=node.name, gpus=3)
