@@ -45,6 +45,7 @@ from services.imex_agent import ImexAgent
 from shared.bus import EventBus, NatsSettings
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
+from shared.kubeletapi.podresources import PodResourcesClient
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
 from sim.imex import Timing
@@ -306,6 +307,10 @@ class HostedNode:
                 if services.monitor.kube_events
                 else None
             )
+            pod_resources = PodResourcesClient(
+                context.layout.kubelet_root(self.name) / "pod-resources" / "kubelet.sock"
+            )
+            stack.push_async_callback(pod_resources.close)
             monitor = HealthMonitor(
                 node_name=self.name,
                 nvml=PynvmlNvml(),
@@ -316,6 +321,7 @@ class HostedNode:
                 classifier=services.classifier,
                 tracer=context.tracers.monitor,
                 recorder=recorder,
+                pod_resources=pod_resources,
             )
             self.agent, self.monitor, self.metrics = agent, monitor, metrics
             async with asyncio.TaskGroup() as group:
