@@ -4,14 +4,24 @@ evicted through PodResources; the Node is not tainted; node-level faults still t
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from shared.crds.names import GPU_DEVICE_TAINT, GPU_DRA_DRIVER
 from shared.events import NodeFault
 from shared.kube.client import KubeClient
 from shared.kube.models import DeviceTaintRule
 from shared.kube.resources import DEVICE_TAINT_RULES, RESOURCE_SLICES
+from shared.kubeletapi.podresources import PodResourcesClient
+from sim.kubelet import KubeletSettings, SimulatedKubelet
+from sim.topology import Cluster
 from tests.integration.health_monitor.harness import MonitorFactory
+from tests.integration.kubelet.helpers import get_node, get_pod, run_pod, running
 from tests.support.wait import wait_for
+
+KUBELET = KubeletSettings(
+    heartbeat_interval_s=0.2, status_update_interval_s=0.5, retry_backoff_s=0.05,
+    retry_backoff_max_s=0.5, plugin_scan_interval_s=0.05,
+)  # fmt: skip
 
 
 async def publish_gpus(client: KubeClient, node: str) -> None:
@@ -141,3 +151,51 @@ async def test_a_restarted_monitor_deletes_a_rule_it_no_longer_wants(
             return not any(name in rule for rule in await rules(kube_client))
 
         await wait_for(gone, what="the stale rule deleted")
+
+
+async def test_a_fatal_fault_of_one_device_plugin_gpu_evicts_only_its_pods(
+    start_monitor: MonitorFactory,
+    kube_client: KubeClient,
+    cluster: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    topology = cluster.nodes[4]
+    kubelet = SimulatedKubelet(
+        topology,
+        client=kube_client,
+        plugins_dir=tmp_path_factory.mktemp("k") / "plugins_registry",
+        settings=KUBELET,
+    )
+    async with running(kubelet.run(), "kubelet"):
+        client = PodResourcesClient(kubelet.pod_resources_socket)
+        try:
+            await wait_for(lambda: get_node(kube_client, topology.name), what="node registered")
+            first = await run_pod(kube_client, "holds-0-1", node=topology.name, gpus=2)
+            second = await run_pod(kube_client, "holds-2-3", node=topology.name, gpus=2)
+
+            async def both_hold() -> bool:
+                pods = {p.name: p for p in await client.list_pods()}
+                return all(
+                    n in pods and pods[n].containers[0].devices for n in ("holds-0-1", "holds-2-3")
+                )
+
+            await wait_for(both_hold, what="both pods holding their GPUs")
+            holder = (await client.pods_holding("nvidia.com/gpu", [topology.gpus[2].uuid]))[0].name
+            other = ({"holds-0-1", "holds-2-3"} - {holder}).pop()
+            uids = {"holds-0-1": first.metadata.uid, "holds-2-3": second.metadata.uid}
+            async with start_monitor(4, register=False, pod_resources=client) as h:
+                await h.settled()
+                h.sim.raise_xid(2, 79)
+
+                async def evicted() -> bool:
+                    return await get_pod(kube_client, holder) is None
+
+                await wait_for(evicted, what=f"{holder} evicted")
+                kept = await get_pod(kube_client, other)
+                assert kept is not None and kept.metadata.uid == uids[other]
+                assert await h.fault_taint() is None
+                condition = await h.condition()
+                assert condition is not None and condition.reason == "GpuDeviceFault"
+                assert h.metric("cdo_health_gpu_actions_total", kind="eviction", result="ok") == 1
+        finally:
+            await client.close()

@@ -44,7 +44,7 @@ def rule(name: str, device: str, taint: dict[str, str]) -> dict[str, Any]:
 async def one_node_two_gpus(client: KubeClient, *, gpu0_taints: list[dict[str, str]]) -> None:
     await create_node(client, node("n1", gpus=0))
     await create_class(client, device_class(GPU_CLASS, f'device.driver == "{DRIVER}"'))
-    devices = [{"name": "gpu-0", "taints": gpu0_taints}, {"name": "gpu-1"}]
+    devices: list[dict[str, Any]] = [{"name": "gpu-0", "taints": gpu0_taints}, {"name": "gpu-1"}]
     await create_slice(
         client, resource_slice("n1-gpus", node_name="n1", driver=DRIVER, devices=devices)
     )
