@@ -14,12 +14,11 @@ node in one process. :meth:`HealthMonitor.run` runs three tasks until cancelled,
   node registered again) is seen and corrected. With the circuit breaker on (the default) it
   watches every Node instead: the other nodes' taints and breaker records are the breaker's
   shared state (``fleet``, ``breaker``, ``ledger``).
-- **Reconcile** (here): whenever something changed, or a hold-down, latch or breaker deadline
-  ends, move the episode on with :func:`state.advance`, hand the announcements it returns to
-  the :class:`FaultAnnouncer` (``announcer``: rate limit, NATS, the fault's trace, Kubernetes
-  Events), evaluate :func:`state.desired_health` capped by the breaker, and apply it to the
-  Node with :class:`NodeWriter`. A failed write is retried with backoff; events are best
-  effort, the Node is the source of truth.
+- **Reconcile** (here): whenever something changed, or a deadline ends, mark the faults that
+  stay on their GPU (``scope``), move the episode on (:func:`state.advance`), hand what it
+  announces to the :class:`FaultAnnouncer`, evaluate :func:`state.desired_health` capped by
+  the breaker, act on single GPUs (:class:`GpuReactor`: device taints, evictions) and apply
+  the rest to the Node (:class:`NodeWriter`). Failed writes are retried with backoff.
 
 Tracing: the announcer keeps the fault's trace (docs/events.md, "One trace per story"); its
 context goes on the Node as ``cdo.dev/fault-trace-context`` in the same write as the taint, and
