@@ -307,10 +307,12 @@ class HostedNode:
                 if services.monitor.kube_events
                 else None
             )
-            pod_resources = PodResourcesClient(
-                context.layout.kubelet_root(self.name) / "pod-resources" / "kubelet.sock"
-            )
-            stack.push_async_callback(pod_resources.close)
+            pod_resources = None
+            if services.pod_resources:
+                pod_resources = PodResourcesClient(
+                    context.layout.kubelet_root(self.name) / "pod-resources" / "kubelet.sock"
+                )
+                stack.push_async_callback(pod_resources.close)
             monitor = HealthMonitor(
                 node_name=self.name,
                 nvml=PynvmlNvml(),
