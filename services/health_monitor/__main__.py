@@ -18,6 +18,7 @@ from services.health_monitor.settings import (
 from shared.errors import ConfigError
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
+from shared.kubeletapi.podresources import PodResourcesClient
 from shared.nvml import PynvmlNvml
 from shared.runtime import ServiceContext, run_service
 from shared.runtime.service import EXIT_CONFIG
@@ -47,6 +48,13 @@ def main() -> int:
             if settings.kube_events
             else None
         )
+        pod_resources = (
+            PodResourcesClient(service.pod_resources_socket)
+            if service.pod_resources_socket
+            else None
+        )
+        if pod_resources is not None:
+            ctx.supervisor.on_shutdown("close pod resources", pod_resources.close, phase="final")
         monitor = HealthMonitor(
             node_name=service.node_name,
             nvml=PynvmlNvml(),
@@ -57,6 +65,7 @@ def main() -> int:
             classifier=classifier,
             tracer=ctx.tracer,
             recorder=recorder,
+            pod_resources=pod_resources,
         )
         ctx.readiness.add("nvml", lambda: monitor.nvml_available)
         ctx.readiness.add("node synced", lambda: monitor.node_synced)

@@ -220,6 +220,8 @@ class FaultAnnouncer:
             severity=fault.severity.value,
             action=fault.action.value,
             message=fault.message,
+            gpu_index=fault.gpu,
+            scope="gpu" if fault.confined else "node",
         )
         if await self._publish(event):
             self._metrics.fault_events.labels("published").inc()
@@ -243,7 +245,7 @@ class FaultAnnouncer:
             await self._recorder.record(
                 NODES,
                 node,
-                type_="Warning" if fault.reaction > Reaction.NONE else "Normal",
+                type_="Warning" if fault.wanted > Reaction.NONE else "Normal",
                 reason="GpuFault",
                 message=f"{fault.severity.value}, {fault.action.value}: {fault.message}",
             )

@@ -73,9 +73,17 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True):
     severity: Severity
     action: Action
     message: str  # e.g. "GPU 1: XID 79: GPU has fallen off the bus"
+    # Reacts on its GPU only (``scope.confine``): the Node's taint does not count it.
+    confined: bool = False
 
     @property
     def reaction(self) -> Reaction:
+        """What the fault asks of the Node's taint (nothing when it is confined to its GPU)."""
+        return Reaction.NONE if self.confined else self.wanted
+
+    @property
+    def wanted(self) -> Reaction:
+        """What the fault asks for wherever it reacts, its GPU or the node."""
         if self.severity is Severity.FATAL:
             return Reaction.NO_EXECUTE
         if self.severity is Severity.WARNING and self.action in _NODE_ACTIONS:

@@ -34,6 +34,8 @@ HELP = {
     "cdo_health_breaker_decisions": "Claims for the NoExecute taint the circuit breaker decided, "
     "by result (granted, withheld).",
     "cdo_health_taint": "The fault taint the node should carry: 0 none, 1 NoSchedule, 2 NoExecute.",
+    "cdo_health_gpu_actions": "Actions on single GPUs' faults, by kind (eviction, rule_created, "
+    "rule_updated, rule_deleted) and result (ok, refused, error).",
 }
 
 
@@ -60,6 +62,7 @@ class HealthMetrics:
         self.breaker_withheld = self._gauge("cdo_health_breaker_withheld")
         self.breaker_decisions = self._counter("cdo_health_breaker_decisions", "result")
         self.reaction = self._gauge("cdo_health_taint")
+        self.gpu_actions = self._counter("cdo_health_gpu_actions", "kind", "result")
 
     def _counter(self, name: str, *labels: str) -> Counter:
         return Counter(name, HELP[name], labels, registry=self._registry)

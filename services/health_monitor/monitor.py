@@ -14,12 +14,11 @@ node in one process. :meth:`HealthMonitor.run` runs three tasks until cancelled,
   node registered again) is seen and corrected. With the circuit breaker on (the default) it
   watches every Node instead: the other nodes' taints and breaker records are the breaker's
   shared state (``fleet``, ``breaker``, ``ledger``).
-- **Reconcile** (here): whenever something changed, or a hold-down, latch or breaker deadline
-  ends, move the episode on with :func:`state.advance`, hand the announcements it returns to
-  the :class:`FaultAnnouncer` (``announcer``: rate limit, NATS, the fault's trace, Kubernetes
-  Events), evaluate :func:`state.desired_health` capped by the breaker, and apply it to the
-  Node with :class:`NodeWriter`. A failed write is retried with backoff; events are best
-  effort, the Node is the source of truth.
+- **Reconcile** (here): whenever something changed, or a deadline ends, mark the faults that
+  stay on their GPU (``scope``), move the episode on (:func:`state.advance`), hand what it
+  announces to the :class:`FaultAnnouncer`, evaluate :func:`state.desired_health` capped by
+  the breaker, act on single GPUs (:class:`GpuReactor`: device taints, evictions) and apply
+  the rest to the Node (:class:`NodeWriter`). Failed writes are retried with backoff.
 
 Tracing: the announcer keeps the fault's trace (docs/events.md, "One trace per story"); its
 context goes on the Node as ``cdo.dev/fault-trace-context`` in the same write as the taint, and
@@ -41,10 +40,13 @@ from opentelemetry.trace import Tracer
 
 from services.health_monitor.announcer import About, FaultAnnouncer, Publisher
 from services.health_monitor.classification import DEFAULT_CLASSIFIER, Classifier
+from services.health_monitor.faults import Fault
 from services.health_monitor.fleet import Fleet
+from services.health_monitor.gpureactor import GpuReactor
 from services.health_monitor.metrics import HealthMetrics
 from services.health_monitor.observations import Observations
 from services.health_monitor.rules import Severity
+from services.health_monitor.scope import confine
 from services.health_monitor.settings import MonitorSettings
 from services.health_monitor.state import (
     Episode,
@@ -64,6 +66,7 @@ from shared.kube.informer import Informer
 from shared.kube.models import Node
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import NODES
+from shared.kubeletapi.podresources import PodResourcesClient
 from shared.metrics import Metrics
 from shared.nvml import CliqueStatus, Nvml
 
@@ -136,6 +139,7 @@ class HealthMonitor:
         classifier: Classifier = DEFAULT_CLASSIFIER,
         tracer: Tracer | None = None,
         recorder: EventRecorder | None = None,
+        pod_resources: PodResourcesClient | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
@@ -175,6 +179,15 @@ class HealthMonitor:
             client, node_name=node_name, settings=settings, metrics=metrics
         )
         self._informer.add_handler(self._on_any_node)
+        self._gpus = GpuReactor(
+            node_name=node_name,
+            client=client,
+            pod_resources=pod_resources,
+            settings=settings,
+            metrics=self.metrics,
+            registry=metrics,
+            on_change=self._dirty.set,
+        )
         self._fleet = Fleet(
             node_name=node_name,
             settings=settings.breaker,
@@ -204,6 +217,7 @@ class HealthMonitor:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._informer.run(), name=f"health node informer {self.node_name}")
             group.create_task(self._watcher.run(), name=f"health nvml {self.node_name}")
+            group.create_task(self._gpus.run(), name=f"health gpus {self.node_name}")
             group.create_task(self._reconcile_loop(), name=f"health reconcile {self.node_name}")
 
     # -- the Node -----------------------------------------------------------------------------
@@ -281,6 +295,7 @@ class HealthMonitor:
                 self.observations.next_expiry(),
                 self._backoff.retry_at,
                 self._breaker_deadline(now),
+                self._gpus.deadline(),
             )
             if moment is not None
         ]
@@ -291,19 +306,22 @@ class HealthMonitor:
             async with asyncio.timeout(max(0.0, min(deadlines) - now)):
                 await self._dirty.wait()
 
+    def _confined(self, faults: tuple[Fault, ...], node: Node | None) -> tuple[Fault, ...]:
+        """``faults`` with those that stay on their GPU marked (``scope``)."""
+        enabled = self._gpus.can_confine(node)
+        return confine(faults, gpu_count=self.observations.gpu_count, enabled=enabled)
+
     async def _reconcile(self) -> None:
         now = self._clock()
-        step = advance(
-            self.episode,
-            faults=self.observations.take_seen(now),
-            now=now,
-            hold_down_s=self._settings.hold_down_s,
-        )
+        seen = self._confined(self.observations.take_seen(now), self._node)
+        step = advance(self.episode, faults=seen, now=now, hold_down_s=self._settings.hold_down_s)
         self.episode = step.episode
         await self._announcer.announce(step.announcements, now=now, about=self._about())
         node = await self._current_node(now)
-        health, breaker = self._desired(node, now=now)
+        active = self._confined(self.observations.active(now), node)
+        health, breaker = self._desired(node, active, now=now)
         self._observe(health)
+        await self._gpus.apply(active, node=node, uuids=self._watcher.uuids, now=now)
         if node is None or self._backoff.waiting(now):
             return
         trace = self._announcer.trace_annotation(episode_open=self.episode.open)
@@ -323,13 +341,13 @@ class HealthMonitor:
             await self._fleet.report(self._recorder, self._node, health)
 
     def _desired(
-        self, node: Node | None, *, now: float
+        self, node: Node | None, faults: tuple[Fault, ...], *, now: float
     ) -> tuple[NodeHealth, dict[str, str | None]]:
         """The health the Node should show, and the breaker's record for its annotations."""
         observations = self.observations
         evaluate = functools.partial(
             desired_health,
-            faults=observations.active(now),
+            faults=faults,
             clique=observations.clique,
             episode=self.episode,
             now=now,

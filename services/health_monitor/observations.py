@@ -26,6 +26,7 @@ class Observations:
         self._seen: dict[str, Fault] = {}
         self.clique: NodeClique | None = None
         self.unavailable: str | None = None  # why NVML cannot be read, None while it can
+        self.gpu_count = 0  # GPUs the last whole reading showed (0: none read yet)
 
     def update_reading(
         self,
@@ -33,8 +34,11 @@ class Observations:
         *,
         clique: NodeClique | None,
         unavailable: str | None = None,
+        gpu_count: int | None = None,
     ) -> bool:
         """Replace the state faults with a new reading's; True if anything changed."""
+        if gpu_count is not None:
+            self.gpu_count = gpu_count
         state = {fault.key: fault for fault in faults}
         changed = state != self._state or clique != self.clique or unavailable != self.unavailable
         self._state = state

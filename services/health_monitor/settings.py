@@ -76,6 +76,13 @@ class ServiceSettings(Settings, frozen=True, kw_only=True):
     request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
         30.0
     )
+    pod_resources_socket: Annotated[
+        str,
+        Meta(
+            description="The kubelet's PodResources socket, to find the pods holding a faulted "
+            "device-plugin GPU (empty: faults of such GPUs taint the node)."
+        ),
+    ] = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
 class BreakerSettings(Settings, frozen=True, kw_only=True):
@@ -207,6 +214,13 @@ class MonitorSettings(Settings, frozen=True, kw_only=True):
     ] = 5
     kube_events: Annotated[
         bool, Meta(description="Record Kubernetes Events on the Node for faults and recoveries.")
+    ] = True
+    per_gpu_faults: Annotated[
+        bool,
+        Meta(
+            description="A fault confined to one GPU affects only the pods holding it (device "
+            "taint or eviction) instead of tainting the node (docs/health-classification.md)."
+        ),
     ] = True
     informer: InformerSettings = InformerSettings()
     breaker: BreakerSettings = BreakerSettings()

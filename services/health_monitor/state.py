@@ -213,6 +213,8 @@ REASON_FAULT = "GpuFault"  # fatal: workloads must move (NoExecute)
 REASON_HOLD_DOWN = "RecoveryHoldDown"  # faults cleared; the taint stays for the hold-down
 REASON_NVML_UNAVAILABLE = "NvmlUnavailable"
 REASON_BREAKER_OPEN = "CircuitBreakerOpen"  # fatal, but the breaker holds NoExecute back
+# Faults confined to some GPUs (scope): the node serves its other GPUs, so it stays healthy.
+REASON_GPU_CONFINED = "GpuDeviceFault"
 
 
 def _listing(faults: Sequence[Fault]) -> str:
@@ -275,6 +277,17 @@ def _condition(
         return ConditionState(status="False", reason=REASON_FAULT, message=_listing(faults))
     if raw is Reaction.NO_SCHEDULE:
         return ConditionState(status="False", reason=REASON_DEGRADED, message=_listing(faults))
+    confined = sorted(
+        {f.gpu for f in faults if f.confined and f.gpu is not None and f.wanted > Reaction.NONE}
+    )
+    if confined:
+        which = ", ".join(str(gpu) for gpu in confined)
+        return ConditionState(
+            status="True",
+            reason=REASON_GPU_CONFINED,
+            message=f"{_listing(faults)}; confined to GPU {which}: only the pods holding it "
+            "are affected",
+        )
     if faults:
         return ConditionState(status="True", reason=REASON_WARNING, message=_listing(faults))
     return ConditionState(

@@ -244,7 +244,9 @@ class NvmlWatcher:
             if gpu.errors:
                 log.debug("some readings failed", extra={"gpu": gpu.index, "errors": gpu.errors})
         clique = node_clique([gpu.fabric for gpu in reading.gpus if gpu.fabric is not None])
-        changed = self._observations.update_reading(sorted_out.state, clique=clique)
+        changed = self._observations.update_reading(
+            sorted_out.state, clique=clique, gpu_count=len(reading.gpus)
+        )
         lost = frozenset(gpu.index for gpu in reading.gpus if gpu.lost)
         if lost != self._lost:
             self._lost = lost

@@ -157,6 +157,17 @@ class NodeFault(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.fault"):
         Meta(description="none | restart_app | reset_gpu | drain_node | recover_imex_domain."),
     ] = "none"
     message: str = ""
+    gpu_index: Annotated[
+        int | None,
+        Meta(description="NVML index of the GPU the fault is about; null for node-wide faults."),
+    ] = None
+    scope: Annotated[
+        str,
+        Meta(
+            description="node: the node reacts (its fault taint); gpu: only the pods holding "
+            "the GPU are affected (evicted, or a DRA device taint)."
+        ),
+    ] = "node"
 
 
 class NodeRecovered(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.recovered"):

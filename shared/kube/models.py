@@ -240,6 +240,7 @@ class DeviceTaintRuleSpec(_Camel, frozen=True, kw_only=True):
 
 class DeviceTaintRule(KubeObject, frozen=True, kw_only=True):
     spec: DeviceTaintRuleSpec
+    status: dict[str, Any] = msgspec.field(default_factory=dict)  # conditions of the evictions
 
 
 class DeviceClass(KubeObject, frozen=True, kw_only=True):

@@ -13,14 +13,22 @@ from typing import Any
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer, InformerSettings
 from shared.kube.meta import KubeObject
-from shared.kube.models import Pod, ResourceClaim, ResourceClaimTemplate
+from shared.kube.models import (
+    DeviceTaintRule,
+    Pod,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from shared.kube.resources import (
     DEPLOYMENTS,
+    DEVICE_TAINT_RULES,
     JOBS,
     PODS,
     REPLICA_SETS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     Resource,
 )
 from shared.metrics import Metrics
@@ -79,6 +87,16 @@ class SharedInformers:
         informer: Informer[ResourceClaimTemplate] = self._make(
             RESOURCE_CLAIM_TEMPLATES, ResourceClaimTemplate
         )
+        return informer
+
+    @cached_property
+    def slices(self) -> Informer[ResourceSlice]:
+        informer: Informer[ResourceSlice] = self._make(RESOURCE_SLICES, ResourceSlice)
+        return informer
+
+    @cached_property
+    def device_taint_rules(self) -> Informer[DeviceTaintRule]:
+        informer: Informer[DeviceTaintRule] = self._make(DEVICE_TAINT_RULES, DeviceTaintRule)
         return informer
 
     def created(self) -> list[Informer[Any]]:

@@ -1,6 +1,6 @@
 """Runs the simulated workload controllers against one API server.
 
-    manager = ControllerManager(client)            # all four controllers
+    manager = ControllerManager(client)            # all five controllers
     supervisor.start("controllers", manager.run())
     supervisor.on_shutdown("drain controllers", manager.drain, phase="intake")
 
@@ -33,14 +33,21 @@ from shared.metrics import Metrics
 from shared.runtime.supervisor import Supervisor
 from shared.settings import Settings
 from sim.controllers.deployment import DeploymentController
+from sim.controllers.devicetaint import DeviceTaintEvictionController
 from sim.controllers.informers import SharedInformers
 from sim.controllers.job import JobController
 from sim.controllers.loop import Loop
 from sim.controllers.replicaset import ReplicaSetController
 from sim.controllers.resourceclaim import ResourceClaimController
 
-ControllerName = Literal["deployment", "replicaset", "job", "resourceclaim"]
-ALL_CONTROLLERS: tuple[ControllerName, ...] = ("deployment", "replicaset", "job", "resourceclaim")
+ControllerName = Literal["deployment", "replicaset", "job", "resourceclaim", "devicetaint"]
+ALL_CONTROLLERS: tuple[ControllerName, ...] = (
+    "deployment",
+    "replicaset",
+    "job",
+    "resourceclaim",
+    "devicetaint",
+)
 
 
 class ControllerSettings(Settings, frozen=True, kw_only=True):
@@ -48,7 +55,10 @@ class ControllerSettings(Settings, frozen=True, kw_only=True):
 
     controllers: Annotated[
         tuple[ControllerName, ...],
-        Meta(description="Controllers to run: deployment, replicaset, job, resourceclaim."),
+        Meta(
+            description="Controllers to run: deployment, replicaset, job, resourceclaim, "
+            "devicetaint (device taint eviction)."
+        ),
     ] = ALL_CONTROLLERS
     workers: Annotated[
         int, Meta(description="Concurrent reconciles per controller loop.", ge=1)
@@ -129,6 +139,15 @@ class ControllerManager:
                 rate_limit=settings.rate_limit,
             )
             self._loops.extend(claims.loops)
+        if "devicetaint" in chosen:
+            evictions = DeviceTaintEvictionController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                workers=settings.workers,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.extend(evictions.loops)
 
     def _recorder(self, client: KubeClient, component: str) -> EventRecorder | None:
         if not self.settings.record_events:

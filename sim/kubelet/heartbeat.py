@@ -25,6 +25,7 @@ from shared.kube.errors import KubeApiError
 from shared.kube.informer import Informer
 from shared.kube.resources import LEASES, NODES
 from sim.kubelet import names, nodeobject
+from sim.kubelet.devices import DeviceManager
 from sim.kubelet.models import Node
 from sim.kubelet.settings import KubeletSettings
 from sim.kubelet.timefmt import micro_time, utcnow
@@ -47,14 +48,17 @@ class NodeAgent:
         settings: KubeletSettings,
         labels: Mapping[str, str],
         nodes: Informer[Node],
+        devices: DeviceManager,
+        status_changed: asyncio.Event,
     ) -> None:
         self._node = node
+        self._devices = devices
         self._client = client
         self._settings = settings
         self._labels = dict(labels)
         self._nodes = nodes
         self._node_uid = ""
-        self._changed = asyncio.Event()
+        self._changed = status_changed  # set by the Node's changes and the devices' health
         self._last_report = float("-inf")
         nodes.add_handler(lambda _old, _new: self._changed.set())
 
@@ -69,7 +73,11 @@ class NodeAgent:
 
     async def _register(self) -> None:
         body = nodeobject.registration_body(
-            self._node, self._settings, labels=self._labels, now=utcnow()
+            self._node,
+            self._settings,
+            labels=self._labels,
+            now=utcnow(),
+            healthy_gpus=self._devices.allocatable(),
         )
         try:
             created = _node_decoder.decode(await self._client.create(NODES, body))
@@ -163,10 +171,18 @@ class NodeAgent:
             labels = nodeobject.node_labels(self._node, self._settings, self._labels)
             await self._client.patch(NODES, self._node.name, {"metadata": {"labels": labels}})
         due = time.monotonic() - self._last_report >= self._settings.status_report_interval_s
-        if not due and nodeobject.status_is_current(current, self._node, self._settings):
+        healthy = self._devices.allocatable()
+        current_enough = nodeobject.status_is_current(
+            current, self._node, self._settings, healthy_gpus=healthy
+        )
+        if not due and current_enough:
             return
         status = nodeobject.status_body(
-            self._node, self._settings, now=utcnow(), previous=current.status.conditions
+            self._node,
+            self._settings,
+            now=utcnow(),
+            previous=current.status.conditions,
+            healthy_gpus=healthy,
         )
         await self._client.patch(
             NODES,

@@ -36,12 +36,15 @@ from shared.kube.recorder import EventRecorder
 from shared.kube.resources import NODES, PODS
 from shared.kube.workqueue import WorkQueue
 from shared.kubeletapi import PluginWatcher
+from shared.kubeletapi.podresources import PodResourcesServer
 from shared.metrics import Metrics
 from sim.kubelet.checkpoint import Checkpoint
+from sim.kubelet.devices import HEALTHY, DeviceCheckpoint, DeviceManager
 from sim.kubelet.dra import DraManager
 from sim.kubelet.heartbeat import NodeAgent
 from sim.kubelet.models import Node, Pod
 from sim.kubelet.podips import PodAddresses
+from sim.kubelet.podresources import KubeletPodResources
 from sim.kubelet.podsync import PodSync
 from sim.kubelet.settings import KubeletSettings
 from sim.topology import Node as TopologyNode
@@ -79,6 +82,11 @@ class SimulatedKubelet:
             client, component="kubelet", instance=node.name, metrics=self._metrics
         )
         self._checkpoint = Checkpoint()
+        self._status_changed = asyncio.Event()
+        self.devices = DeviceManager(
+            node, checkpoint=DeviceCheckpoint(), on_health_change=self._status_changed.set
+        )
+        self.pod_resources_socket = plugins_dir.parent / "pod-resources" / "kubelet.sock"
         self._addresses = PodAddresses(node.address)
         self._powered = powered
         self._power_changed = asyncio.Event()
@@ -114,6 +122,9 @@ class SimulatedKubelet:
         """Start them again (a fresh LIST of everything, as after a reboot)."""
         if not self._powered:
             log.info("node powered on", extra={"node": self.name})
+            # A reboot resets the GPUs; the device plugin starts again and lists them healthy.
+            for device in self.devices.device_ids:
+                self.devices.set_health(device, HEALTHY)
         self._powered = True
         self._power_changed.set()
 
@@ -166,6 +177,7 @@ class SimulatedKubelet:
             pods=pods,
             nodes=nodes,
             dra=DraManager(client=self._client, watcher=watcher, checkpoint=self._checkpoint),
+            devices=self.devices,
             recorder=self._recorder,
             addresses=self._addresses,
             default_toleration_s=settings.default_toleration_s,
@@ -200,7 +212,14 @@ class SimulatedKubelet:
             settings=settings,
             labels=self._labels,
             nodes=nodes,
+            devices=self.devices,
+            status_changed=self._status_changed,
         )
+        pod_resources = PodResourcesServer(
+            self.pod_resources_socket,
+            KubeletPodResources(pods=pods.cache.objects, devices=self.devices),
+        )
+        await pod_resources.start()
         self._active = True
         log.info("kubelet started", extra={"node": name})
         try:
@@ -221,6 +240,7 @@ class SimulatedKubelet:
                 raise _PoweredOffError
         finally:
             queue.shut_down()
+            await pod_resources.stop()
             self._active = False
             log.info("kubelet stopped", extra={"node": name})
 

@@ -72,6 +72,16 @@ def capacity(node: TopologyNode, settings: KubeletSettings) -> dict[str, str]:
     return reported
 
 
+def allocatable(
+    node: TopologyNode, settings: KubeletSettings, *, healthy_gpus: int | None = None
+) -> dict[str, str]:
+    """Capacity less the devices the device plugin reports unhealthy."""
+    resources = capacity(node, settings)
+    if healthy_gpus is not None:
+        resources[names.GPU_RESOURCE] = str(healthy_gpus)
+    return resources
+
+
 def addresses(node: TopologyNode) -> list[dict[str, str]]:
     return [
         {"type": "InternalIP", "address": node.address},
@@ -129,12 +139,12 @@ def status_body(
     *,
     now: datetime,
     previous: tuple[Condition, ...] = (),
+    healthy_gpus: int | None = None,
 ) -> dict[str, Any]:
-    """The node's ``status`` as its kubelet reports it."""
-    resources = capacity(node, settings)
+    """The node's ``status`` as its kubelet reports it (``healthy_gpus`` None: every GPU)."""
     return {
-        "capacity": resources,
-        "allocatable": dict(resources),
+        "capacity": capacity(node, settings),
+        "allocatable": allocatable(node, settings, healthy_gpus=healthy_gpus),
         "addresses": addresses(node),
         "nodeInfo": node_info(node, settings),
         "conditions": conditions(now, previous),
@@ -147,6 +157,7 @@ def registration_body(
     *,
     labels: Mapping[str, str],
     now: datetime,
+    healthy_gpus: int | None = None,
 ) -> dict[str, Any]:
     """The Node object a kubelet creates when it registers."""
     return {
@@ -154,15 +165,21 @@ def registration_body(
         "kind": "Node",
         "metadata": {"name": node.name, "labels": node_labels(node, settings, labels)},
         "spec": {},
-        "status": status_body(node, settings, now=now),
+        "status": status_body(node, settings, now=now, healthy_gpus=healthy_gpus),
     }
 
 
-def status_is_current(current: Node, node: TopologyNode, settings: KubeletSettings) -> bool:
+def status_is_current(
+    current: Node,
+    node: TopologyNode,
+    settings: KubeletSettings,
+    *,
+    healthy_gpus: int | None = None,
+) -> bool:
     """Whether the reported status already says what the kubelet would say (heartbeats aside)."""
     status = current.status
-    if status.capacity != capacity(node, settings) or status.allocatable != capacity(
-        node, settings
+    if status.capacity != capacity(node, settings) or status.allocatable != allocatable(
+        node, settings, healthy_gpus=healthy_gpus
     ):
         return False
     if [(a.type, a.address) for a in status.addresses] != [

@@ -29,6 +29,7 @@ from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import PODS
 from sim.kubelet import names, podstatus
+from sim.kubelet.devices import DeviceAllocationError, DeviceManager
 from sim.kubelet.dra import DraManager, PrepareError, UnprepareError
 from sim.kubelet.evict import evict_pod
 from sim.kubelet.models import Node, Pod
@@ -50,6 +51,7 @@ class PodSync:
         pods: Informer[Pod],
         nodes: Informer[Node],
         dra: DraManager,
+        devices: DeviceManager,
         recorder: EventRecorder,
         addresses: PodAddresses,
         default_toleration_s: int,
@@ -62,6 +64,7 @@ class PodSync:
         self._pods = pods
         self._nodes = nodes
         self._dra = dra
+        self._devices = devices
         self._recorder = recorder
         self._addresses = addresses
         self._default_toleration_s = default_toleration_s
@@ -74,7 +77,7 @@ class PodSync:
     async def __call__(self, key: ObjectKey) -> Result:
         try:
             result = await self._sync(key)
-        except (PrepareError, UnprepareError) as exc:
+        except (PrepareError, UnprepareError, DeviceAllocationError) as exc:
             # Expected while a plugin is missing, restarting or refusing: shown on the pod
             # (prepare) and retried with backoff here rather than reported as a crash.
             pause = self._backoff(key)
@@ -91,6 +94,8 @@ class PodSync:
         record = self._dra.record(key)
         if record is not None and (pod is None or pod.metadata.uid != record.pod_uid):
             await self._dra.unprepare(key)
+        if pod is None or self._devices.assigned(key, pod.metadata.uid) is None:
+            self._devices.free(key)  # an older pod of that name, or one that is gone
         finished = self._finished.get(key)
         if finished is not None and (pod is None or pod.metadata.uid != finished[0]):
             del self._finished[key]
@@ -98,12 +103,12 @@ class PodSync:
         if pod is None or pod.spec.node_name != self._node_name:
             return Result()
         if pod.metadata.deletion_timestamp is not None:
-            await self._dra.unprepare(key)
+            await self._release(key)
             await self._finish_deletion(pod)
             return Result()
         if pod.status.phase in names.TERMINAL_PHASES:
             self._finished.pop(key, None)
-            await self._dra.unprepare(key)
+            await self._release(key)
             return Result()
         now = utcnow()
         if finished is not None:
@@ -127,6 +132,11 @@ class PodSync:
     async def _run(self, key: ObjectKey, pod: Pod, now: datetime) -> datetime | None:
         """Prepare and mark Running; when the pod's containers will exit (None: never)."""
         start = pod.status.start_time or now
+        try:
+            self._devices.allocate(key, pod)  # the device manager admits the pod first
+        except DeviceAllocationError as exc:
+            await self._show_prepare_error(pod, str(exc), start=start, now=now)
+            raise
         ids = self._dra.prepared_device_ids(key, pod.metadata.uid)
         if ids is None:
             try:
@@ -158,9 +168,14 @@ class PodSync:
     async def _finish(self, key: ObjectKey, pod: Pod, now: datetime) -> None:
         # Resources go first, so that whoever sees the pod finished may reuse them at once.
         _uid, code = self._finished.setdefault(key, (pod.metadata.uid, podstatus.exit_code(pod)))
-        await self._dra.unprepare(key)
+        await self._release(key)
         start = pod.status.start_time or now
         await self._write(pod, podstatus.terminated(pod, exit_code=code, start=start, now=now))
+
+    async def _release(self, key: ObjectKey) -> None:
+        """Give back what the pod at ``key`` held: its claims and its devices."""
+        await self._dra.unprepare(key)
+        self._devices.free(key)
 
     async def _show_prepare_error(
         self, pod: Pod, error: str, *, start: datetime, now: datetime

@@ -163,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("sim.imex").setLevel(logging.WARNING)
         client = await connect_for_kubelets(
             info.kubeconfig,
-            # An agent and a monitor hold one watch each: what the pool is sized for per kubelet.
-            kubelets=len(nodes),
+            # An agent holds one watch, a monitor three (Nodes, its DeviceTaintRules, its GPU
+            # ResourceSlices): two kubelets' worth of watches per node.
+            kubelets=2 * len(nodes),
         )
         ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
         providers = {

@@ -48,6 +48,7 @@ from services.imex_agent import ImexAgent
 from shared.bus import EventBus, NatsSettings
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
+from shared.kubeletapi.podresources import PodResourcesClient
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
 from sim.gpudriver import GpuKubeletPlugin
@@ -321,6 +322,12 @@ class HostedNode:
                 if services.monitor.kube_events
                 else None
             )
+            pod_resources = None
+            if services.pod_resources:
+                pod_resources = PodResourcesClient(
+                    context.layout.kubelet_root(self.name) / "pod-resources" / "kubelet.sock"
+                )
+                stack.push_async_callback(pod_resources.close)
             monitor = HealthMonitor(
                 node_name=self.name,
                 nvml=PynvmlNvml(),
@@ -331,6 +338,7 @@ class HostedNode:
                 classifier=services.classifier,
                 tracer=context.tracers.monitor,
                 recorder=recorder,
+                pod_resources=pod_resources,
             )
             self.agent, self.monitor, self.metrics = agent, monitor, metrics
             self.gpu_plugin = self._gpu_driver()

@@ -19,6 +19,7 @@ from typing import Protocol
 
 import msgspec
 
+from shared.kube.models import DeviceTaintRule
 from sim.scheduler.cel import SelectorCache
 from sim.scheduler.devices import DeviceRef, DeviceView
 from sim.scheduler.dra import ClaimAllocation, allocate_on_node, claim_problems
@@ -49,6 +50,8 @@ class ClusterView(PodLookup, Protocol):
     def devices_for(self, node: NodeFacts) -> Sequence[DeviceView]: ...
 
     def devices_in_use(self) -> Collection[DeviceRef]: ...
+
+    def device_taint_rules(self) -> Sequence[DeviceTaintRule]: ...
 
 
 class Placement(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +133,7 @@ def schedule_pod(
     affinity = interpod_state(pod, view)
     classes = view.device_classes()
     in_use = view.devices_in_use()
+    rules = view.device_taint_rules()
     reasons: dict[str, int] = {}
     best: Placement | None = None
     for name in names:
@@ -147,6 +151,7 @@ def schedule_pod(
                 classes=classes,
                 in_use=in_use,
                 cache=cache,
+                rules=rules,
             )
             if isinstance(outcome, str):
                 failed = (outcome,)

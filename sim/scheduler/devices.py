@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from shared.kube.models import DeviceTaint
 from sim.scheduler.cel import device_activation
 from sim.scheduler.facts import NodeFacts
 from sim.scheduler.objects import (
@@ -37,6 +38,7 @@ class DeviceView(msgspec.Struct, frozen=True, kw_only=True):
     attributes: dict[str, AttributeValue] = msgspec.field(default_factory=dict)
     capacity: dict[str, str] = msgspec.field(default_factory=dict)
     fingerprint: bytes = b""
+    taints: tuple[DeviceTaint, ...] = ()  # the slice's own (DeviceTaintRules come on top)
 
     @property
     def ref(self) -> DeviceRef:
@@ -86,6 +88,7 @@ def slice_devices(resource_slice: ResourceSlice) -> tuple[DeviceView, ...]:
                 attributes=attributes,
                 capacity=capacity,
                 fingerprint=msgspec.json.encode((spec.driver, attributes, capacity)),
+                taints=device.taints,
             )
         )
     return tuple(views)

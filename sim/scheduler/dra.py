@@ -6,7 +6,9 @@ For each claim that is not allocated yet, every request (``exactly``, or the fir
 - belong to a slice the node can use (see :mod:`sim.scheduler.devices`);
 - pass every CEL selector of the request's DeviceClass and of the request itself;
 - are not allocated to another claim, nor chosen for an earlier request or claim of this pod;
-- keep every ``matchAttribute`` constraint of the claim (same value on all devices it covers).
+- keep every ``matchAttribute`` constraint of the claim (same value on all devices it covers);
+- carry no NoSchedule or NoExecute device taint (the slice's, or a matching DeviceTaintRule's,
+  :mod:`sim.scheduler.devicetaints`) that the request's ``tolerations`` do not tolerate.
 
 ``ExactCount`` takes ``count`` devices; ``All`` takes every matching device and fails if any of
 them is in use or there is none. The search backtracks over requests, subrequests and device
@@ -23,8 +25,10 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import msgspec
 
+from shared.kube.models import DeviceTaintRule, Toleration
 from sim.scheduler.cel import SelectorCache, compile_error, evaluate
 from sim.scheduler.devices import DeviceRef, DeviceView
+from sim.scheduler.devicetaints import blocks_allocation, device_taints
 from sim.scheduler.facts import NodeFacts
 from sim.scheduler.objects import (
     AllocationResult,
@@ -54,6 +58,7 @@ class _Choice(msgspec.Struct, frozen=True, kw_only=True):
     selectors: tuple[DeviceSelector, ...]
     all_devices: bool
     count: int
+    tolerations: tuple[Toleration, ...] = ()
 
 
 class ClaimAllocation(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +83,7 @@ def _choices(request: DeviceRequest) -> list[_Choice]:
                 selectors=exact.selectors,
                 all_devices=exact.allocation_mode == "All",
                 count=exact.count,
+                tolerations=exact.tolerations,
             )
         ]
     return [
@@ -87,6 +93,7 @@ def _choices(request: DeviceRequest) -> list[_Choice]:
             selectors=sub.selectors,
             all_devices=sub.allocation_mode == "All",
             count=sub.count,
+            tolerations=sub.tolerations,
         )
         for sub in request.first_available
     ]
@@ -139,8 +146,10 @@ class _Search:
         classes: Mapping[str, DeviceClass],
         in_use: Collection[DeviceRef],
         cache: SelectorCache,
+        rules: Sequence[DeviceTaintRule] = (),
     ) -> None:
         self._devices = devices
+        self._rules = rules
         self._classes = classes
         self._in_use = in_use
         self._cache = cache
@@ -161,11 +170,23 @@ class _Search:
                 []
                 if selectors is None
                 else [
-                    d for d in self._devices if all(_selects(s, d, self._cache) for s in selectors)
+                    d
+                    for d in self._devices
+                    if all(_selects(s, d, self._cache) for s in selectors)
+                    and not self._tainted(d, choice.tolerations)
                 ]
             )
             self._matching[choice] = found
         return found
+
+    def _tainted(self, device: DeviceView, tolerations: Sequence[Toleration]) -> bool:
+        """A device with an untolerated NoSchedule/NoExecute taint is not allocated."""
+        if not device.taints and not self._rules:
+            return False
+        taints = device_taints(
+            device.taints, self._rules, driver=device.driver, pool=device.pool, device=device.name
+        )
+        return blocks_allocation(taints, tolerations) is not None
 
     def _picks(self, choice: _Choice, taken: set[DeviceRef]) -> Iterator[tuple[DeviceView, ...]]:
         matching = self.matching(choice)
@@ -283,11 +304,12 @@ def allocate_on_node(
     classes: Mapping[str, DeviceClass],
     in_use: Collection[DeviceRef],
     cache: SelectorCache,
+    rules: Sequence[DeviceTaintRule] = (),
 ) -> tuple[ClaimAllocation, ...] | str:
     """What the pod's ``claims`` get on ``node``, or the reason they cannot be met there."""
     out: list[ClaimAllocation] = []
     taken: set[DeviceRef] = set()
-    search = _Search(devices=devices, classes=classes, in_use=in_use, cache=cache)
+    search = _Search(devices=devices, classes=classes, in_use=in_use, cache=cache, rules=rules)
     for claim in claims:
         allocation = claim.status.allocation
         if allocation is not None:

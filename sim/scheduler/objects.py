@@ -14,6 +14,7 @@ import msgspec
 from shared.kube.meta import KubeObject
 from shared.kube.models import (
     Condition,
+    DeviceTaint,
     PodResourceClaim,
     PodResourceClaimStatus,
     ResourceClaimConsumerReference,
@@ -146,6 +147,7 @@ class ExactDeviceRequest(_Camel, frozen=True, kw_only=True):
     selectors: tuple[DeviceSelector, ...] = ()
     allocation_mode: str = "ExactCount"
     count: int = 1
+    tolerations: tuple[Toleration, ...] = ()
 
 
 class DeviceSubRequest(_Camel, frozen=True, kw_only=True):
@@ -154,6 +156,7 @@ class DeviceSubRequest(_Camel, frozen=True, kw_only=True):
     selectors: tuple[DeviceSelector, ...] = ()
     allocation_mode: str = "ExactCount"
     count: int = 1
+    tolerations: tuple[Toleration, ...] = ()
 
 
 class DeviceRequest(_Camel, frozen=True, kw_only=True):
@@ -257,6 +260,7 @@ class Device(_Camel, frozen=True, kw_only=True):
     name: str
     attributes: dict[str, DeviceAttribute] = msgspec.field(default_factory=dict)
     capacity: dict[str, DeviceCapacity] = msgspec.field(default_factory=dict)
+    taints: tuple[DeviceTaint, ...] = ()
 
 
 class ResourcePool(_Camel, frozen=True, kw_only=True):

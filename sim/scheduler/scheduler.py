@@ -42,11 +42,12 @@ from shared.kube.errors import KubeApiError
 from shared.kube.informer import Informer, InformerSettings
 from shared.kube.keys import ObjectKey
 from shared.kube.meta import KubeObject
-from shared.kube.models import Node
+from shared.kube.models import DeviceTaintRule, Node
 from shared.kube.ratelimit import RateLimitSettings
 from shared.kube.reconcile import ReconcileRunner, Result, RunnerSettings
 from shared.kube.resources import (
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     NAMESPACES,
     NODES,
     PODS,
@@ -191,6 +192,7 @@ class Scheduler:
         self.claims = informer(RESOURCE_CLAIMS, ResourceClaim)
         self.slices = informer(RESOURCE_SLICES, ResourceSlice)
         self.classes = informer(DEVICE_CLASSES, DeviceClass)
+        self.taint_rules = informer(DEVICE_TAINT_RULES, DeviceTaintRule)
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             name="scheduler", metrics=metrics, rate_limit=self.settings.write_retry
         )
@@ -220,6 +222,11 @@ class Scheduler:
                 lambda c: self.state.delete_device_class(c.metadata.name),
             )
         )
+        self.taint_rules.add_handler(
+            self._handler(
+                self.state.set_taint_rule, lambda r: self.state.delete_taint_rule(r.metadata.name)
+            )
+        )
 
     # -- running -------------------------------------------------------------------------------
 
@@ -242,6 +249,7 @@ class Scheduler:
             self.nodes,
             self.namespaces,
             self.classes,
+            self.taint_rules,
             self.slices,
             self.claims,
             self.pods,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Literal
 
-from shared.kube.models import Node
+from shared.kube.models import DeviceTaintRule, Node
 from sim.scheduler.devices import DeviceRef, DeviceView, SliceIndex
 from sim.scheduler.facts import NodeFacts, NodeUsage, PodFacts, node_facts, pod_facts
 from sim.scheduler.objects import DeviceClass, Namespace, Pod, ResourceClaim, ResourceSlice
@@ -68,6 +68,7 @@ class ClusterState:
         self._claim_held: dict[str, frozenset[DeviceRef]] = {}
         self._holders: dict[DeviceRef, set[str]] = {}
         self._classes: dict[str, DeviceClass] = {}
+        self._taint_rules: dict[str, DeviceTaintRule] = {}
         self.slices = SliceIndex()
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -304,6 +305,17 @@ class ClusterState:
 
     def device_classes(self) -> Mapping[str, DeviceClass]:
         return self._classes
+
+    def set_taint_rule(self, rule: DeviceTaintRule) -> frozenset[Kind]:
+        self._taint_rules[rule.metadata.name] = rule
+        return _DRA
+
+    def delete_taint_rule(self, name: str) -> frozenset[Kind]:
+        self._taint_rules.pop(name, None)
+        return _DRA
+
+    def device_taint_rules(self) -> Sequence[DeviceTaintRule]:
+        return tuple(self._taint_rules.values())
 
     def set_slice(self, resource_slice: ResourceSlice) -> frozenset[Kind]:
         self.slices.upsert(resource_slice)

@@ -1,6 +1,8 @@
-"""XID 79 on a domain member on the whole system: the fault event on NATS, the taint and the node
-condition, the domain Degraded, its pod replaced on a healthy node of the same clique, the domain
-Ready again; after the fault clears, the node recovers (taint gone, condition healthy, event)."""
+"""A node-level fault (XID 74, an NVLink error: the fabric is shared) on a domain member on the
+whole system: the fault event on NATS, the taint and the node condition, the domain Degraded, its
+pod replaced on a healthy node of the same clique, the domain Ready again; after the fault clears,
+the node recovers (taint gone, condition healthy, event). Faults of one GPU are GPU-confined
+(tests/integration/health_monitor/test_gpu_faults.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ async def inject(system: WholeSystem, node: str, body: dict[str, object] | None)
     await asyncio.to_thread(simctl.fault, system.state_dir, node, body, say=lambda _line: None)
 
 
-async def test_xid_79_replaces_the_pod_in_the_clique_and_the_node_recovers(
+async def test_a_node_level_xid_replaces_the_pod_in_the_clique_and_the_node_recovers(
     system: WholeSystem,
 ) -> None:
     await system.create_namespace(NAMESPACE)
@@ -67,7 +69,7 @@ async def test_xid_79_replaces_the_pod_in_the_clique_and_the_node_recovers(
     recoveries = await EventTap().start(system.nats_url, subjects.NODE_RECOVERED.wildcard())
     memberships = await EventTap().start(system.nats_url, subjects.DOMAIN_MEMBERSHIP.wildcard())
     try:
-        await inject(system, victim, {"kind": "xid", "gpu": 1, "xid": 79})
+        await inject(system, victim, {"kind": "xid", "gpu": 1, "xid": 74})
 
         fault: NodeFault = await wait_for(
             lambda: next((e for e in faults.of_type(NodeFault) if e.node == victim), None),
@@ -75,7 +77,12 @@ async def test_xid_79_replaces_the_pod_in_the_clique_and_the_node_recovers(
             interval=0.1,
             what="NodeFault on NATS",
         )
-        assert (fault.signal, fault.code, fault.severity) == ("xid", 79, "fatal")
+        assert (fault.signal, fault.code, fault.severity, fault.scope) == (
+            "xid",
+            74,
+            "fatal",
+            "node",
+        )
         assert fault.clique == clique
 
         async def tainted() -> Node | None:

@@ -65,6 +65,9 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (CORE, "nodes", "get list watch patch"),
         (CORE, "nodes/status", "patch"),
         (CORE, "events", "create patch"),
+        (CORE, "pods/eviction", "create"),
+        (DRA, "devicetaintrules", "list watch create patch delete"),
+        (DRA, "resourceslices", "list watch"),
     ),
     "cdo-bootstrap": grants(
         (CORE, "secrets", "get create patch"),

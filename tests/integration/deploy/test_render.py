@@ -251,10 +251,13 @@ AGENT_HOST_PATHS = {
     )
 }
 """Host path -> mount path: the agent mounts each host path at the same path."""
+MONITOR_HOST_PATHS = {"/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources"}
+"""The health monitor reads the kubelet's PodResources socket (which pods hold a GPU)."""
+HOST_PATHS = {"cdo-imex-agent": AGENT_HOST_PATHS, "cdo-health-monitor": MONITOR_HOST_PATHS}
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_host_paths_are_only_what_the_agent_needs(
+def test_host_paths_are_only_what_the_node_services_need(
     overlays: dict[str, list[Manifest]], overlay: str
 ) -> None:
     for workload in workloads(overlays[overlay]):
@@ -265,8 +268,9 @@ def test_host_paths_are_only_what_the_agent_needs(
             for name, volume in volumes.items()
             if "hostPath" in volume
         }
-        expected = AGENT_HOST_PATHS if workload["metadata"]["name"] == "cdo-imex-agent" else {}
-        assert host == expected, workload["metadata"]["name"]
+        assert host == HOST_PATHS.get(workload["metadata"]["name"], {}), workload["metadata"][
+            "name"
+        ]
     agent = service_workloads(overlays[overlay])["imex-agent"]
     env = env_of(agent)
     assert env["CDO_IMEX_AGENT_DRA_KUBELET_ROOT"]["value"] == "/var/lib/kubelet"

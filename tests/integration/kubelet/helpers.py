@@ -154,6 +154,7 @@ async def run_pod(
     tolerations: Sequence[Mapping[str, Any]] = (),
     annotations: Mapping[str, str] | None = None,
     restart_policy: str = "Always",
+    gpus: int = 0,
 ) -> Pod:
     """Create a pod, reserve its claim for it and bind it to ``node``, as the scheduler does."""
     spec: dict[str, Any] = {
@@ -161,9 +162,14 @@ async def run_pod(
         "restartPolicy": restart_policy,
         "tolerations": list(tolerations),
     }
+    resources: dict[str, Any] = {}
     if claim is not None:
         spec["resourceClaims"] = [{"name": "channel", "resourceClaimName": claim}]
-        spec["containers"][0]["resources"] = {"claims": [{"name": "channel"}]}
+        resources["claims"] = [{"name": "channel"}]
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    if resources:
+        spec["containers"][0]["resources"] = resources
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
