@@ -77,7 +77,7 @@ def allocatable(
 ) -> dict[str, str]:
     """Capacity less the devices the device plugin reports unhealthy."""
     resources = capacity(node, settings)
-    if healthy_gpus is not None:
+    if healthy_gpus is not None and node.device_plugin:
         resources[names.GPU_RESOURCE] = str(healthy_gpus)
     return resources
 
