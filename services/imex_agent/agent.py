@@ -45,9 +45,7 @@ from shared.bus import EventBus
 from shared.crds.names import DRIVER_NAME, IMEX_READY_CONDITION
 from shared.events import Event, NodeImexState
 from shared.kube.client import KubeClient
-from shared.kube.errors import KubeApiError
-from shared.kube.models import Node
-from shared.kube.resources import NODES
+from shared.kube.ownnode import own_node
 from shared.kubeletapi import KubeletPlugin, PluginPaths
 from shared.metrics import Metrics
 from shared.nvml import (
@@ -61,8 +59,6 @@ from shared.nvml import (
 )
 
 log = logging.getLogger("cdo.imex_agent")
-
-_node_decoder = msgspec.json.Decoder(Node)
 
 
 async def _unsubscribe(subscription: Subscription) -> None:
@@ -197,7 +193,7 @@ class ImexAgent:
     # -- running ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        node = await self._own_node()
+        node = await own_node(self._client, self.node)
         seeded = node.condition(IMEX_READY_CONDITION)
         if seeded is not None:
             self.reporter.seed_condition(seeded.status, seeded.last_transition_time)
@@ -228,20 +224,6 @@ class ImexAgent:
                 group.create_task(self.reporter.run(), name=f"{self.node} imex status")
                 group.create_task(self.slices.run(), name=f"{self.node} resourceslice")
                 group.create_task(self.plugin.run(), name=f"{self.node} kubelet plugin")
-
-    async def _own_node(self) -> Node:
-        pause = 0.2
-        while True:
-            try:
-                raw = await self._client.get_or_none(NODES, self.node)
-            except KubeApiError as exc:
-                log.warning("cannot read this node", extra={"error": str(exc)})
-                raw = None
-            if raw is not None:
-                return _node_decoder.decode(raw)
-            log.info("waiting for this node's Node object", extra={"node": self.node})
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 10.0)
 
     # -- NVML ---------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from sim.gpudriver.deviceclass import device_class_manifest
 from sim.gpudriver.driver import GpuDriver
 from sim.gpudriver.inventory import GpuRecord, device_body, read_gpus
 from sim.gpudriver.plugin import GpuKubeletPlugin
-from sim.gpudriver.publisher import GpuSlicePublisher, slice_name
 from sim.gpudriver.taints import XID_TAINT, TaintLedger
 
 __all__ = [
@@ -20,10 +19,8 @@ __all__ = [
     "GpuDriver",
     "GpuKubeletPlugin",
     "GpuRecord",
-    "GpuSlicePublisher",
     "TaintLedger",
     "device_body",
     "device_class_manifest",
     "read_gpus",
-    "slice_name",
 ]

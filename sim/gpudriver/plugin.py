@@ -14,24 +14,22 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pynvml
 
 from shared.crds.names import GPU_DRA_DRIVER
 from shared.kube.client import KubeClient
-from shared.kube.errors import KubeApiError
-from shared.kube.models import Node
-from shared.kube.resources import NODES
+from shared.kube.nodeslice import NodeSlicePublisher
+from shared.kube.ownnode import own_node
 from shared.kubeletapi import KubeletPlugin, PluginPaths
 from shared.nvml import PynvmlNvml, subscribed, watch_events
 from sim.gpudriver.driver import GpuDriver
 from sim.gpudriver.inventory import GpuRecord, device_body, read_gpus
-from sim.gpudriver.publisher import GpuSlicePublisher
 from sim.gpudriver.taints import TaintLedger
 
 log = logging.getLogger("cdo.sim.gpudriver")
 
-_node_decoder = msgspec.json.Decoder(Node)
+
+MANAGED_BY = "sim-gpu-kubelet-plugin"
 
 
 class GpuKubeletPlugin:
@@ -55,7 +53,7 @@ class GpuKubeletPlugin:
         self.gpus: tuple[GpuRecord, ...] = ()
         self.driver: GpuDriver | None = None
         self.plugin: KubeletPlugin | None = None
-        self.publisher: GpuSlicePublisher | None = None
+        self.publisher: NodeSlicePublisher | None = None
 
     @property
     def registered(self) -> bool:
@@ -66,7 +64,7 @@ class GpuKubeletPlugin:
         return [device_body(gpu, taints=self.ledger.taints(gpu.index)) for gpu in self.gpus]
 
     async def run(self) -> None:
-        node = await self._own_node()
+        node = await own_node(self._client, self.node)
         self.gpus = await asyncio.to_thread(read_gpus)
         paths = PluginPaths.for_driver(GPU_DRA_DRIVER, kubelet_root=self._kubelet_root)
         self.driver = GpuDriver(
@@ -77,8 +75,10 @@ class GpuKubeletPlugin:
             cdi_root=self._cdi_root,
         )
         self.plugin = KubeletPlugin(driver_name=GPU_DRA_DRIVER, handler=self.driver, paths=paths)
-        self.publisher = GpuSlicePublisher(
+        self.publisher = NodeSlicePublisher(
             self._client,
+            driver=GPU_DRA_DRIVER,
+            managed_by=MANAGED_BY,
             node=self.node,
             node_uid=node.metadata.uid,
             devices=self.devices,
@@ -88,19 +88,6 @@ class GpuKubeletPlugin:
             group.create_task(self.publisher.run(), name=f"{self.node} gpu resourceslice")
             group.create_task(self.plugin.run(), name=f"{self.node} gpu kubelet plugin")
             group.create_task(self._watch_xids(), name=f"{self.node} gpu xids")
-
-    async def _own_node(self) -> Node:
-        pause = 0.2
-        while True:
-            try:
-                raw = await self._client.get_or_none(NODES, self.node)
-            except KubeApiError as exc:
-                log.warning("cannot read this node", extra={"error": str(exc)})
-                raw = None
-            if raw is not None:
-                return _node_decoder.decode(raw)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 10.0)
 
     async def _watch_xids(self) -> None:
         nvml = PynvmlNvml()

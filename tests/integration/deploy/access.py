@@ -9,8 +9,8 @@ from its syntax tree:
   ``<plural>/<subresource>`` when a literal ``subresource=`` is given;
 - ``Informer(client, RESOURCE, ...)`` (or a local ``informer(RESOURCE, ...)`` helper) lists and
   watches;
-- constructing ``LeaderElector`` or ``EventRecorder``, or deriving from
-  ``LeaderElectedController``, brings the access of those shared classes, read from their own
+- constructing ``LeaderElector``, ``EventRecorder`` or ``NodeSlicePublisher``, calling
+  ``own_node``, or deriving from ``LeaderElectedController`` brings the access of those shared classes, read from their own
   modules the same way; ``recorder.record(RESOURCE, obj, ...)`` only names
   the involved object's kind;
 - a ``subresource=`` passed through from a parameter stands for "" and every literal
@@ -52,6 +52,8 @@ SHARED_COMPONENTS = {
     "LeaderElector": "shared/kube/leader.py",
     "EventRecorder": "shared/kube/recorder.py",
     "LeaderElectedController": "shared/kube/controller.py",
+    "NodeSlicePublisher": "shared/kube/nodeslice.py",
+    "own_node": "shared/kube/ownnode.py",
 }
 RESOURCE_ATTRIBUTES = frozenset({"api_version", "kind", "group", "version", "plural", "namespaced"})
 

@@ -17,9 +17,10 @@ import pytest
 
 from shared.crds.names import GPU_DEVICE_CLASS, GPU_DRA_DRIVER
 from shared.kube.client import KubeClient
+from shared.kube.nodeslice import slice_name
 from shared.kube.resources import NAMESPACES, NODES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from shared.kubeletapi import Claim, PluginWatcher
-from sim.gpudriver import GpuKubeletPlugin, slice_name
+from sim.gpudriver import GpuKubeletPlugin
 from sim.nvml import SimulatedNvml, bound_context
 from sim.topology import Node, parse_topology
 from tests.integration.kubeletapi.helpers import running_watcher
@@ -80,7 +81,7 @@ async def running(
 
 
 async def published(client: KubeClient, node: str) -> dict[str, dict[str, Any]]:
-    raw = await client.get_or_none(RESOURCE_SLICES, slice_name(node))
+    raw = await client.get_or_none(RESOURCE_SLICES, slice_name(node, GPU_DRA_DRIVER))
     if raw is None:
         return {}
     spec: dict[str, Any] = msgspec.json.decode(raw)["spec"]
