@@ -69,6 +69,16 @@ def clique_full(*, clique: str, pods: int, gpus_per_pod: int, room: int) -> str:
     )
 
 
+def constrained(*, why: str, message: str) -> str:
+    """A gang the pods' constraints keep out: which nodes they rule out, then what is left."""
+    return f"{why}; on the nodes left, {message}"
+
+
+def also_constrained(*, why: str, message: str) -> str:
+    """A gang that waits for GPUs, whose pods' constraints rule out nodes as well."""
+    return f"{message} (besides, {why})"
+
+
 def in_slice(message: str, *, slice_index: int, slices: int) -> str:
     return f"slice {slice_index + 1} of {slices}: {message}" if slices > 1 else message
 
