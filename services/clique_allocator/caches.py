@@ -8,7 +8,7 @@ caches. Which domains a change of each concerns is ``routing.py``'s.
 - Placements, indexed by member node;
 - ResourceClaimTemplates (the webhook asks whether a template is a domain's);
 - Pods, indexed by ``namespace/template name`` of their claims, by controlling owner uid, and by
-  node for pods that hold GPUs there;
+  node for pods that hold GPUs there, and by node for every bound pod that has not finished;
 - Nodes; ReplicaSets, StatefulSets and Jobs (the size of a gang).
 """
 
@@ -46,6 +46,7 @@ BY_TEMPLATE = "template"
 BY_NODE = "node"
 BY_OWNER = "owner"
 BY_GPU_NODE = "gpu-node"
+BY_BOUND_NODE = "bound-node"
 
 TemplateClass = Literal["domain", "other", "unknown"]
 
@@ -63,6 +64,11 @@ def gpu_node(pod: Pod) -> list[str]:
     if pod.spec.node_name and not finished(pod) and pod.gpus(GPU_RESOURCE) > 0:
         return [pod.spec.node_name]
     return []
+
+
+def bound_node(pod: Pod) -> list[str]:
+    """The node a pod is bound to and takes resources on: bound and not finished."""
+    return [pod.spec.node_name] if pod.spec.node_name and not finished(pod) else []
 
 
 def owner_uid(pod: Pod) -> list[str]:
@@ -94,6 +100,7 @@ class Caches(InformerSet):
         self.pods.add_index(BY_TEMPLATE, pod_template_keys)
         self.pods.add_index(BY_OWNER, owner_uid)
         self.pods.add_index(BY_GPU_NODE, gpu_node)
+        self.pods.add_index(BY_BOUND_NODE, bound_node)
 
     @property
     def webhook_synced(self) -> bool:
@@ -130,6 +137,10 @@ class Caches(InformerSet):
             (node, self.pods.cache.by_index(BY_GPU_NODE, node))
             for node in self.pods.cache.index_values(BY_GPU_NODE)
         ]
+
+    def pods_on(self, node: str) -> list[Pod]:
+        """Pods bound to ``node`` and not finished."""
+        return self.pods.cache.by_index(BY_BOUND_NODE, node)
 
     def template_class(self, namespace: str, name: str) -> TemplateClass:
         """Whether claims from ``namespace/name`` belong to a ComputeDomain, as far as the

@@ -99,7 +99,13 @@ class CliqueAllocator:
             identity=ctx.instance,
             settings=settings.leader_election,
         )
-        connect(self.caches, queue=self.queue, book=self.book, on_capacity=self._capacity_changed)
+        connect(
+            self.caches,
+            queue=self.queue,
+            book=self.book,
+            on_capacity=self._capacity_changed,
+            on_usage=self._usage_changed,
+        )
 
     def start(self) -> None:
         """Register the root tasks and shutdown steps with the service's supervisor."""
@@ -138,6 +144,11 @@ class CliqueAllocator:
 
         for key in sorted(self.reconciler.waiting, key=lambda k: (created(k), str(k))):
             self.queue.add(key)
+
+    def _usage_changed(self, freed: bool) -> None:
+        self.state.usage_changed()
+        if freed:
+            self.wake_waiting()
 
     def _capacity_changed(self, grew: bool) -> None:
         self.state.invalidate()

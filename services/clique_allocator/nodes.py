@@ -11,6 +11,10 @@ health monitor removes it on fabric trouble) and has allocatable ``nvidia.com/gp
 
 Neither kind of trouble frees what pods already hold there; it only keeps new pods away.
 
+For the pods' own constraints (``eligibility.py``) the facts carry the node's labels, its
+allocatable amounts in milli-units, and the taints the health model above leaves to the pods'
+tolerations (every NoSchedule/NoExecute taint but cdo's fault taint and the lifecycle ones).
+
 The slot (the node's line in its clique's IMEX node list) is the IMEX agent's
 ``cdo.dev/imex-slot`` annotation when it was written for the node's current clique; without it,
 the node's position among its clique's nodes by name (the tray order of the usual naming).
@@ -33,7 +37,8 @@ from shared.crds.names import (
     IMEX_SLOT_ANNOTATION,
     NVLINK_DOMAIN_LABEL,
 )
-from shared.kube.models import Node
+from shared.kube.models import Node, Taint
+from shared.scheduling.requests import allocatable_amounts
 
 LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
@@ -53,6 +58,10 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     schedulable: bool = True
     problems: tuple[str, ...] = ()
     """Why the node takes no new pods, for messages (empty when it does)."""
+    # What the pods' own constraints are checked against (eligibility.py).
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    allocatable: dict[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def usable(self) -> bool:
@@ -101,6 +110,13 @@ def node_facts(node: Node) -> NodeFacts | None:
         elif taint.key.startswith(LIFECYCLE_TAINT_PREFIX) and taint.effect in BLOCKING_EFFECTS:
             problems.append(taint.key)
     healthy = not problems
+    others = tuple(
+        taint
+        for taint in node.spec.taints
+        if taint.effect in BLOCKING_EFFECTS
+        and taint.key != GPU_FAULT_TAINT
+        and not taint.key.startswith(LIFECYCLE_TAINT_PREFIX)
+    )
     if cordoned:
         problems.append("Cordoned")
     return NodeFacts(
@@ -112,6 +128,9 @@ def node_facts(node: Node) -> NodeFacts | None:
         healthy=healthy,
         schedulable=not cordoned,
         problems=tuple(dict.fromkeys(problems)),
+        labels=node.metadata.labels,
+        taints=others,
+        allocatable=allocatable_amounts(node.status.allocatable or node.status.capacity),
     )
 
 

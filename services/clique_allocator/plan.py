@@ -23,7 +23,7 @@ once none does; a domain that is gone loses it at once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -31,7 +31,7 @@ import msgspec
 
 from services.clique_allocator.gang import GangSize, GpuCount, UnknownSize, gpus_per_pod
 from services.clique_allocator.objects import finished, gated
-from services.clique_allocator.placement import ClusterView, Reservation
+from services.clique_allocator.placement import ClusterView, NodeLimits, Reservation
 from services.clique_allocator.planning.failover import FailedOver, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
@@ -109,6 +109,12 @@ class _Ask(msgspec.Struct, frozen=True, kw_only=True):
     slice_size: int | None
     span: int | None
     fits_one_clique: bool
+    limits: NodeLimits | None = None
+    """Where the pods' own constraints let them go (``eligibility.py``)."""
+
+
+LimitsOf = Callable[[int], NodeLimits | None]
+"""GPUs per pod -> the gang's node limits (None: its pods may go to any usable node)."""
 
 
 def _sort_pods(live: Sequence[Pod], placement: PlacementSpec | None) -> _Pods:
@@ -144,10 +150,12 @@ def plan_domain(
     view: ClusterView,
     ranks: Mapping[str, int] | None = None,
     now: datetime | None = None,
+    limits: LimitsOf | None = None,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
-    seconds, UTC) times failover, which is off without it."""
+    seconds, UTC) times failover, which is off without it; ``limits`` gives the nodes the
+    gang's pods can be scheduled on (every usable node without it)."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -165,7 +173,7 @@ def plan_domain(
         return Plan(pins=sorted_pods.repins)
     if isinstance(gang, UnknownSize):
         return Plan(pins=sorted_pods.repins, unknown_size=True)
-    ask = _ask(domain, placement, sorted_pods, gang, view)
+    ask = _ask(key, domain, placement, sorted_pods, gang, view, limits)
     if isinstance(ask, Plan):
         return ask
     return _plan(
@@ -189,11 +197,13 @@ def _refuse(pods: _Pods, waiting: Sequence[Pod], message: str) -> Plan:
 
 
 def _ask(
+    key: str,
     domain: ComputeDomain,
     placement: PlacementSpec | None,
     pods: _Pods,
     gang: GangSize,
     view: ClusterView,
+    limits_of: LimitsOf | None,
 ) -> _Ask | Plan:
     """What the gang asks for, or a plan that refuses its pods (no valid request)."""
     if placement is not None:
@@ -208,6 +218,9 @@ def _ask(
         slice_size = placement.slice_size
     else:
         slice_size = domain.spec.gang.slice_size if domain.spec.gang is not None else None
+    limits = limits_of(gpus) if limits_of is not None else None
+    if limits is not None and limits.nodes:
+        view = view.restricted(key, limits, gpus_per_pod=gpus)
     largest = view.largest_clique(gpus)
     fits = largest is None or gang.pods <= largest[0]
     span = span_per_slice(domain, gang_pods=gang.pods, slice_size=slice_size, fits_one=fits)
@@ -220,6 +233,7 @@ def _ask(
         slice_size=slice_size,
         span=span,
         fits_one_clique=fits,
+        limits=limits,
     )
 
 
@@ -266,6 +280,7 @@ def _plan(
         gpus_per_pod=ask.gpus,
         slice_size=ask.slice_size,
         span=ask.span,
+        limits=ask.limits,
     )
     if not reserved.holds:
         assert reserved.not_placed is not None  # a gang with waiting pods and no record

@@ -28,6 +28,7 @@ from services.clique_allocator.caches import Caches
 from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
 from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
+from services.clique_allocator.placement import NodeLimits
 from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
 from services.clique_allocator.planning.hold import Hold
 from services.clique_allocator.ranks import pod_rank
@@ -127,10 +128,14 @@ class AllocatorReconciler:
         async with self._lock:
             placement = await self._placement(text, domain)
             gang: GangSize | UnknownSize = GangSize(pods=0, source="")
+            live = [pod for pod in pods if not finished(pod)]
             if domain is not None:
                 explicit = domain.spec.gang.size if domain.spec.gang is not None else None
-                live = [pod for pod in pods if not finished(pod)]
                 gang = gang_size(explicit=explicit, pods=live, workload=self._caches.workload)
+
+            def limits(gpus_per_pod: int) -> NodeLimits | None:
+                return self._state.limits(text, live, gpus_per_pod)
+
             started = time.perf_counter()
             plan = plan_domain(
                 key=text,
@@ -141,6 +146,7 @@ class AllocatorReconciler:
                 view=self._state.view(),
                 ranks=self._ranks(pods),
                 now=datetime.now(UTC).replace(microsecond=0),
+                limits=limits,
             )
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
