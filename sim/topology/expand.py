@@ -11,6 +11,7 @@ import uuid
 from sim.topology import identity
 from sim.topology.errors import TopologyError
 from sim.topology.model import Cluster, Gpu, Node
+from sim.topology.scheduling import tray_scheduling
 from sim.topology.spec import CliqueSpec, DriverSpec, RackSpec, TopologySpec
 from sim.topology.trays import parse_trays
 
@@ -50,6 +51,7 @@ def _expand_rack(
     cluster = str(uuid.UUID(cluster))
     chassis = rack.chassis_serial or identity.chassis_serial(topology=spec.name, rack=rack.name)
     clique_of_tray = _clique_ids_by_tray(rack.cliques, tray_count=tray_count, where=where)
+    scheduling = tray_scheduling(rack, tray_count=tray_count, where=where)
     nodes = []
     for tray in range(tray_count):
         name = _node_name(spec, rack=rack.name, rack_index=rack_index, tray=tray)
@@ -67,6 +69,9 @@ def _expand_rack(
                 chassis_serial=chassis,
                 driver=driver,
                 gpus=tuple(_gpu(spec.name, name, index) for index in range(gpu_count)),
+                labels=scheduling[tray].labels,
+                taints=scheduling[tray].taints,
+                allocatable=scheduling[tray].allocatable,
             )
         )
     return nodes
