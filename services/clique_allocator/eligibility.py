@@ -130,6 +130,18 @@ def _cap(needs: GangNeeds, node: NodeFacts, use: NodeUse, most: int) -> tuple[in
     return 0, f"lack{{s}} the {named} a pod asks for"
 
 
+FitMemo = dict[str, tuple["NodeUse", int, tuple[int, str | None]]]
+"""Per node: the use and GPU room a fit was worked out for, and the fit."""
+Filtered = dict[str, str | None]
+"""Per node, why the taint and affinity filters keep the gang's pods off it (None: they pass)."""
+
+
+def filter_nodes(needs: GangNeeds, nodes: Iterable[NodeFacts]) -> Filtered:
+    """The taint and affinity filters for every usable node: they depend on the pod specs and
+    the nodes only, so a caller may keep the answer until either changes."""
+    return {node.name: _filtered(needs, node) for node in nodes if node.usable}
+
+
 def node_limits(
     needs: GangNeeds,
     *,
@@ -137,9 +149,16 @@ def node_limits(
     others: Mapping[str, NodeUse],
     neighbours: Iterable[Neighbour] = (),
     gpus_per_pod: int,
+    filtered: Filtered | None = None,
+    fits: FitMemo | None = None,
 ) -> NodeLimits:
-    """The gang's limits on ``nodes`` (see the module docstring)."""
+    """The gang's limits on ``nodes`` (see the module docstring); ``filtered``: the answer of
+    :func:`filter_nodes` for these needs and nodes, when the caller kept it; ``fits``: a memo
+    the caller keeps for these needs, so that a node whose use is the same object as last time
+    is not worked out again."""
     usable = [node for node in nodes if node.usable]
+    if filtered is None:
+        filtered = filter_nodes(needs, usable)
     terms = needs.anti_affinity
     by_name = {node.name: node for node in usable}
     forbidden = _forbidden(terms, neighbours, by_name) if terms else set()
@@ -151,20 +170,38 @@ def node_limits(
     excluded: dict[str, str] = {}
     most_pods: dict[str, int] = {}
     capped: dict[str, int] = {}
+    # Nodes alike share their allocatable mapping (``nodes.py``) and most share no use at all,
+    # so the fit is worked out once per (allocatable, use, GPU room).
+    fit_of: dict[tuple[int, int, int], tuple[int, str | None]] = {}
+    memo: FitMemo = {} if fits is None else fits
     for node in usable:
         most = node.gpus // gpus_per_pod
-        why = _filtered(needs, node)
+        why = filtered.get(node.name)
         if why is None:
-            fits, why = _cap(needs, node, others.get(node.name, NO_USE), most)
-            if why is None and any(
-                (term.topology_key, node.labels.get(term.topology_key)) in forbidden
-                for term in terms
+            use = others.get(node.name, NO_USE)
+            known = memo.get(node.name)
+            if known is not None and known[0] is use and known[1] == most:
+                room, why = known[2]
+            else:
+                key = (id(node.allocatable), id(use), most)
+                found = fit_of.get(key)
+                if found is None:
+                    found = fit_of[key] = _cap(needs, node, use, most)
+                memo[node.name] = (use, most, found)
+                room, why = found
+            if (
+                why is None
+                and terms
+                and any(
+                    (term.topology_key, node.labels.get(term.topology_key)) in forbidden
+                    for term in terms
+                )
             ):
                 why = "hold{s} pods the pods' anti-affinity keeps them from"
             if why is None and one_per_node:
-                fits = min(fits, 1)
-            if why is None and fits < most:
-                most_pods[node.name] = capped[node.name] = fits
+                room = min(room, 1)
+            if why is None and room < most:
+                most_pods[node.name] = capped[node.name] = room
         if why is not None:
             excluded[node.name] = why
     return NodeLimits(

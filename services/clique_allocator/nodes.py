@@ -22,7 +22,7 @@ the node's position among its clique's nodes by name (the tray order of the usua
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -61,7 +61,7 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     # What the pods' own constraints are checked against (eligibility.py).
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
-    allocatable: dict[str, int] = msgspec.field(default_factory=dict)
+    allocatable: Mapping[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def usable(self) -> bool:

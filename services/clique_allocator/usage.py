@@ -36,16 +36,21 @@ class UsageTable(msgspec.Struct, frozen=True, kw_only=True):
     """Per domain key, per node."""
     neighbours: tuple[Neighbour, ...] = ()
     """Pods bound to a GPU node or recorded on one, for anti-affinity."""
+    total: dict[str, NodeUse] = msgspec.field(default_factory=dict)
+    """Per node, ``bound`` and every domain's slots together."""
 
     def others(self, domain: str) -> dict[str, NodeUse]:
-        """Per node, the use of everything but ``domain``'s slots."""
-        total = dict(self.bound)
-        for key, nodes in self.slots.items():
-            if key == domain:
-                continue
-            for node, use in nodes.items():
-                total[node] = total.get(node, NO_USE).add(use)
-        return total
+        """Per node, the use of everything but ``domain``'s slots (its own slots count in its
+        caps instead)."""
+        own = self.slots.get(domain, {})
+        if not own:
+            return self.total
+        others = dict(self.total)
+        for node, use in own.items():
+            left = others[node].add(NodeUse(requested={k: -v for k, v in use.requested.items()},
+                                            pods=-use.pods))  # fmt: skip
+            others[node] = left
+        return others
 
 
 def _demand(pods: Iterable[Pod]) -> dict[str, int]:
@@ -111,4 +116,8 @@ def usage_table(
                         labels=found_pod.metadata.labels,
                     )
                 )
-    return UsageTable(bound=use, slots=slots, neighbours=tuple(neighbours))
+    total = dict(use)
+    for per_node in slots.values():
+        for node, slot_use in per_node.items():
+            total[node] = total.get(node, NO_USE).add(slot_use)
+    return UsageTable(bound=use, slots=slots, neighbours=tuple(neighbours), total=total)

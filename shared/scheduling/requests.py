@@ -13,6 +13,8 @@ NodeResourcesFit arithmetic, in integer milli-units (:mod:`shared.scheduling.qua
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
 from shared.scheduling.quantity import parse_milli_or_zero
@@ -79,9 +81,15 @@ def pod_requests(
     return PodRequests({k: v for k, v in total.items() if v > 0}, nonzero_cpu, nonzero_memory)
 
 
-def allocatable_amounts(amounts: Mapping[str, str]) -> dict[str, int]:
-    """A node's ``status.allocatable`` (or capacity) in milli-units."""
-    return {name: parse_milli_or_zero(value) for name, value in amounts.items()}
+def allocatable_amounts(amounts: Mapping[str, str]) -> Mapping[str, int]:
+    """A node's ``status.allocatable`` (or capacity) in milli-units. Nodes that report the
+    same amounts get the same (read-only) mapping, so callers may memoize on its identity."""
+    return _amounts(tuple(sorted(amounts.items())))
+
+
+@lru_cache(maxsize=1024)
+def _amounts(items: tuple[tuple[str, str], ...]) -> Mapping[str, int]:
+    return MappingProxyType({name: parse_milli_or_zero(value) for name, value in items})
 
 
 def insufficient(

@@ -208,7 +208,7 @@ def node_facts(node: Node) -> NodeFacts:
     """The node's facts; a node that is not Ready carries the taint the node lifecycle
     controller would give it (not-ready, or unreachable when its state is Unknown)."""
     amounts = node.status.allocatable or node.status.capacity
-    allocatable = allocatable_amounts(amounts)
+    allocatable = dict(allocatable_amounts(amounts))
     ready_condition = node.condition("Ready")
     ready = ready_condition is not None and ready_condition.status == "True"
     taints = node.spec.taints

@@ -5,7 +5,8 @@ how many of them each node holds by CPU, memory, ephemeral storage and pod count
 (:class:`~services.clique_allocator.placement.model.NodeLimits`). Here those limits become a
 clique state the rest of the engine reads unchanged: excluded nodes leave the clique, a capped
 node shows no more free GPUs than the domain's pods still allowed there take, nodes of higher
-preferred weight come first among equals, and the clique's size when empty counts the caps.
+preferred weight come first among equals, and the clique's size when empty (for the gang's pod
+size only) counts the caps.
 A node's cap counts the domain's own pods already there, so as the engine adds pods to a node
 the room it shows shrinks with them.
 """
@@ -50,25 +51,21 @@ def limit_state(
         lowest_free_channel=state.lowest_free_channel,
         preferred=limits.preferred,
     )
-    return msgspec.structs.replace(
-        limited, empty_capacities=_empty_capacities(limited, limits.most_pods)
-    )
+    empty = _empty_capacity(limited, limits.most_pods, gpus_per_pod)
+    return msgspec.structs.replace(limited, empty_capacities={gpus_per_pod: empty})
 
 
-def _empty_capacities(
-    state: CliqueState, most_pods: Mapping[str, int]
-) -> dict[int, tuple[int, int]]:
-    """(pods, nodes) per pod size the clique's remaining nodes take when empty, caps counted."""
-    sizes = {g for size, _ in state.node_sizes for g in range(1, size + 1) if size % g == 0}
-    out: dict[int, tuple[int, int]] = {}
-    for gpus in sorted(sizes):
-        pods = nodes = 0
-        for node in state.nodes:
-            if node.gpus % gpus:
-                continue
-            fits = min(node.gpus // gpus, most_pods.get(node.name, node.gpus))
-            if fits > 0:
-                pods += fits
-                nodes += 1
-        out[gpus] = (pods, nodes)
-    return out
+def _empty_capacity(state: CliqueState, most_pods: Mapping[str, int], gpus: int) -> tuple[int, int]:
+    """(pods, nodes) of the gang's pod size the clique's remaining nodes take when empty, caps
+    counted (the only pod size the gang's view is asked about)."""
+    if not most_pods:
+        return state.size_capacity(gpus)
+    pods = nodes = 0
+    for node in state.nodes:
+        if node.gpus % gpus:
+            continue
+        fits = min(node.gpus // gpus, most_pods.get(node.name, node.gpus))
+        if fits > 0:
+            pods += fits
+            nodes += 1
+    return pods, nodes
