@@ -26,10 +26,8 @@ import msgspec
 from bench.placement import GPUS_PER_NODE, NOT_PLACED, Gang, Ours, Outcome
 from services.clique_allocator.eligibility import (
     NO_USE,
-    Filtered,
-    FitMemo,
+    LimitsMemo,
     NodeUse,
-    filter_nodes,
     node_limits,
 )
 from services.clique_allocator.needs import GangNeeds, gang_needs, pod_requests_of
@@ -95,31 +93,29 @@ class Constrained(Ours):
         self.facts = node_facts(cliques)
         self.rng = rng
         self.kinds: dict[str, str] = {}
-        self.needs: dict[tuple[str, int], tuple[GangNeeds, Filtered, dict[str, int]]] = {}
-        self.fits: dict[tuple[str, int], FitMemo] = {}
+        self.needs: dict[tuple[str, int], tuple[GangNeeds, dict[str, int]]] = {}
+        self.memos: dict[tuple[str, int], LimitsMemo] = {}
         self.use: dict[str, NodeUse] = {}
         self.demand: dict[str, dict[str, int]] = {}
 
-    def _needs(self, kind: str, gpus_per_pod: int) -> tuple[GangNeeds, Filtered, dict[str, int]]:
-        """The needs of a class, and its filter answers, kept as the allocator's state does."""
+    def _needs(self, kind: str, gpus_per_pod: int) -> tuple[GangNeeds, dict[str, int]]:
+        """The needs of a class and what one of its pods requests."""
         key = (kind, gpus_per_pod)
         if key not in self.needs:
             pod = pod_of(kind, gpus_per_pod)
-            needs = gang_needs([pod], pin_label=HOSTNAME_LABEL)
-            self.needs[key] = (needs, filter_nodes(needs, self.facts), pod_requests_of(pod))
+            self.needs[key] = (gang_needs([pod], pin_label=HOSTNAME_LABEL), pod_requests_of(pod))
         return self.needs[key]
 
     def attempt(self, gang: Gang) -> Outcome:
         kind = self.kinds.setdefault(gang.key, self.rng.choice(CLASSES))
-        needs, filtered, demand = self._needs(kind, gang.gpus_per_pod)
-        memo = self.fits.setdefault((kind, gang.gpus_per_pod), {})
+        needs, demand = self._needs(kind, gang.gpus_per_pod)
+        memo = self.memos.setdefault((kind, gang.gpus_per_pod), LimitsMemo())
         limits = node_limits(
             needs,
             nodes=self.facts,
             others=self.use,
             gpus_per_pod=gang.gpus_per_pod,
-            filtered=filtered,
-            fits=memo,
+            memo=memo,
         )
         request = GangRequest(
             domain=gang.key,

@@ -130,8 +130,6 @@ def _cap(needs: GangNeeds, node: NodeFacts, use: NodeUse, most: int) -> tuple[in
     return 0, f"lack{{s}} the {named} a pod asks for"
 
 
-FitMemo = dict[str, tuple["NodeUse", int, tuple[int, str | None]]]
-"""Per node: the use and GPU room a fit was worked out for, and the fit."""
 Filtered = dict[str, str | None]
 """Per node, why the taint and affinity filters keep the gang's pods off it (None: they pass)."""
 
@@ -142,6 +140,29 @@ def filter_nodes(needs: GangNeeds, nodes: Iterable[NodeFacts]) -> Filtered:
     return {node.name: _filtered(needs, node) for node in nodes if node.usable}
 
 
+class LimitsMemo:
+    """What a caller keeps per gang needs and pod size between decisions, while the nodes stay
+    the same:
+    the filters' answers, each node's fit with the use (the very object) it was worked out
+    for, and the last limits (returned again, the same object, when nothing changed, so that
+    the engine's view of them can be reused too)."""
+
+    def __init__(self) -> None:
+        self.filtered: Filtered | None = None
+        self.usable: list[NodeFacts] | None = None
+        self.excluded: dict[str, str] = {}
+        """The nodes the filters rule out, and why."""
+        self.passing: list[tuple[NodeFacts, int]] = []
+        """Usable nodes the filters pass, in order, with the gang's pods their GPUs take."""
+        self.fits: dict[str, tuple[NodeUse, tuple[int, str | None]]] = {}
+        self.last: NodeLimits | None = None
+
+
+class _Verdicts(msgspec.Struct, kw_only=True):
+    excluded: dict[str, str] = msgspec.field(default_factory=dict)
+    most_pods: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 def node_limits(
     needs: GangNeeds,
     *,
@@ -149,66 +170,89 @@ def node_limits(
     others: Mapping[str, NodeUse],
     neighbours: Iterable[Neighbour] = (),
     gpus_per_pod: int,
-    filtered: Filtered | None = None,
-    fits: FitMemo | None = None,
+    memo: LimitsMemo | None = None,
 ) -> NodeLimits:
-    """The gang's limits on ``nodes`` (see the module docstring); ``filtered``: the answer of
-    :func:`filter_nodes` for these needs and nodes, when the caller kept it; ``fits``: a memo
-    the caller keeps for these needs, so that a node whose use is the same object as last time
-    is not worked out again."""
-    usable = [node for node in nodes if node.usable]
-    if filtered is None:
-        filtered = filter_nodes(needs, usable)
-    terms = needs.anti_affinity
+    """The gang's limits on ``nodes`` (see the module docstring); ``memo``: kept by the caller
+    for these needs and nodes (:class:`LimitsMemo`)."""
+    memo = memo or LimitsMemo()
+    if memo.usable is None or memo.filtered is None:
+        memo.usable = [node for node in nodes if node.usable]
+        memo.filtered = filter_nodes(needs, memo.usable)
+        memo.excluded = {name: why for name, why in memo.filtered.items() if why is not None}
+        memo.passing = [
+            (node, node.gpus // gpus_per_pod)
+            for node in memo.usable
+            if memo.filtered[node.name] is None
+        ]
+    usable = memo.usable
+    verdicts = _verdicts(needs, usable, others, neighbours, gpus_per_pod, memo)
+    preferred = _preferred(needs, usable)
+    last = memo.last
+    if (
+        last is not None
+        and last.excluded == verdicts.excluded.keys()
+        and (last.most_pods, last.preferred) == (verdicts.most_pods, preferred)
+    ):
+        return last
     by_name = {node.name: node for node in usable}
-    forbidden = _forbidden(terms, neighbours, by_name) if terms else set()
+    limited = verdicts.excluded.keys() | verdicts.most_pods.keys() | preferred.keys()
+    memo.last = NodeLimits(
+        excluded=frozenset(verdicts.excluded),
+        most_pods=verdicts.most_pods,
+        preferred=preferred,
+        why=_why(verdicts.excluded, verdicts.most_pods, by_name),
+        cliques=frozenset(by_name[name].clique for name in limited),
+    )
+    return memo.last
+
+
+def _verdicts(
+    needs: GangNeeds,
+    usable: Sequence[NodeFacts],
+    others: Mapping[str, NodeUse],
+    neighbours: Iterable[Neighbour],
+    gpus_per_pod: int,
+    memo: LimitsMemo,
+) -> _Verdicts:
+    """Each node's exclusion (the first filter that fails) or cap, in filter order."""
+    assert memo.filtered is not None
+    terms = needs.anti_affinity
+    forbidden = _forbidden(terms, neighbours, {n.name: n for n in usable}) if terms else set()
     one_per_node = any(
         term.topology_key == HOSTNAME_LABEL
         and _selects(term, namespace=needs.namespace, labels=needs.labels)
         for term in terms
     )
-    excluded: dict[str, str] = {}
-    most_pods: dict[str, int] = {}
-    capped: dict[str, int] = {}
+    out = _Verdicts(excluded=dict(memo.excluded))
+    fits = memo.fits
     # Nodes alike share their allocatable mapping (``nodes.py``) and most share no use at all,
-    # so the fit is worked out once per (allocatable, use, GPU room).
+    # so a fit is worked out once per (allocatable, use, GPU room), and kept per node with the
+    # use (the object) it was worked out for.
     fit_of: dict[tuple[int, int, int], tuple[int, str | None]] = {}
-    memo: FitMemo = {} if fits is None else fits
-    for node in usable:
-        most = node.gpus // gpus_per_pod
-        why = filtered.get(node.name)
-        if why is None:
-            use = others.get(node.name, NO_USE)
-            known = memo.get(node.name)
-            if known is not None and known[0] is use and known[1] == most:
-                room, why = known[2]
-            else:
-                key = (id(node.allocatable), id(use), most)
-                found = fit_of.get(key)
-                if found is None:
-                    found = fit_of[key] = _cap(needs, node, use, most)
-                memo[node.name] = (use, most, found)
-                room, why = found
-            if (
-                why is None
-                and terms
-                and any(
-                    (term.topology_key, node.labels.get(term.topology_key)) in forbidden
-                    for term in terms
-                )
-            ):
-                why = "hold{s} pods the pods' anti-affinity keeps them from"
-            if why is None and one_per_node:
-                room = min(room, 1)
-            if why is None and room < most:
-                most_pods[node.name] = capped[node.name] = room
+    for node, most in memo.passing:
+        name = node.name
+        use = others.get(name, NO_USE)
+        known = fits.get(name)
+        if known is not None and known[0] is use:
+            room, why = known[1]
+        else:
+            key = (id(node.allocatable), id(use), most)
+            found = fit_of.get(key) or fit_of.setdefault(key, _cap(needs, node, use, most))
+            fits[name] = (use, found)
+            room, why = found
+        if why is None and terms and _near(node, terms, forbidden):
+            why = "hold{s} pods the pods' anti-affinity keeps them from"
         if why is not None:
-            excluded[node.name] = why
-    return NodeLimits(
-        excluded=frozenset(excluded),
-        most_pods=most_pods,
-        preferred=_preferred(needs, usable),
-        why=_why(excluded, capped, by_name),
+            out.excluded[name] = why
+        elif (room := min(room, 1) if one_per_node else room) < most:
+            out.most_pods[name] = room
+    return out
+
+
+def _near(node: NodeFacts, terms: Sequence[AntiAffinity], forbidden: set[tuple[str, str]]) -> bool:
+    """The node shares a term's topology value with a pod the term selects."""
+    return any(
+        (term.topology_key, node.labels.get(term.topology_key)) in forbidden for term in terms
     )
 
 

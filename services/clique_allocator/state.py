@@ -22,8 +22,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import msgspec
+
 from services.clique_allocator.caches import Caches
-from services.clique_allocator.eligibility import node_limits
+from services.clique_allocator.eligibility import LimitsMemo, node_limits
 from services.clique_allocator.needs import gang_needs
 from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts
 from services.clique_allocator.placement import ClusterView, NodeLimits, Reservation
@@ -37,6 +39,9 @@ from shared.kube.ownwrites import OwnWrites
 
 log = logging.getLogger("cdo.clique_allocator")
 
+MEMOS_KEPT = 256
+"""Distinct gang needs whose limits memos are kept before they start afresh."""
+
 
 class ClusterState:
     """The current :class:`ClusterView` and node facts, rebuilt lazily after invalidation."""
@@ -47,6 +52,8 @@ class ClusterState:
         self._view: ClusterView | None = None
         self._facts: dict[str, NodeFacts] = {}
         self._usage: UsageTable | None = None
+        self._memos: dict[bytes, LimitsMemo] = {}
+        """Per gang needs (their JSON): what their limits reuse while the nodes stay the same."""
         self.rebuilds = 0
 
     def invalidate(self) -> None:
@@ -62,12 +69,16 @@ class ClusterState:
         when their constraints rule out and cap no node."""
         facts = self.facts()
         needs = gang_needs(pods, pin_label=HOSTNAME_LABEL)
+        key = msgspec.json.encode((needs, gpus_per_pod))
+        if key not in self._memos and len(self._memos) > MEMOS_KEPT:
+            self._memos.clear()
         limits = node_limits(
             needs,
             nodes=facts.values(),
             others=self._usage_table().others(domain),
             neighbours=self._usage_table().neighbours if needs.anti_affinity else (),
             gpus_per_pod=gpus_per_pod,
+            memo=self._memos.setdefault(key, LimitsMemo()),
         )
         return limits if limits.nodes else None
 
@@ -112,6 +123,7 @@ class ClusterState:
             if (found := node_facts(node)) is not None
         ]
         self._facts = {f.name: f for f in facts}
+        self._memos = {}
         reservations: list[Reservation] = []
         recorded: set[tuple[str, str]] = set()
         cached = self._caches.placements.cache

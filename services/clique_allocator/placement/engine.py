@@ -115,9 +115,10 @@ def place(view: ClusterView, request: GangRequest) -> Decision:
     """Place the domain's pods beyond those it holds, or say why not (see module docstring).
 
     With ``request.limits`` the gang is placed on the view its limits leave
-    (:meth:`ClusterView.restricted`). When that fails, the same request is tried without
-    them: if it would be placed, the constraints are why it waits (``PodConstraints``, the
-    message naming them); if not, the reason stays and the message mentions them too.
+    (:meth:`ClusterView.restricted`). When that fails and the cluster without the limits would
+    have room for it (:func:`_room_without`), the constraints are why it waits
+    (``PodConstraints``, the message naming them); if not, the reason stays and the message
+    mentions them too.
     """
     limits = request.limits
     if limits is None or not limits.nodes:
@@ -127,12 +128,31 @@ def place(view: ClusterView, request: GangRequest) -> Decision:
     )
     if not isinstance(decision, NotPlaced) or not limits.why:
         return decision
-    free = _place(view, msgspec.structs.replace(request, limits=None))
-    if isinstance(free, NotPlaced):
+    if not _room_without(view, request):
         message = messages.also_constrained(why=limits.why, message=decision.message)
         return msgspec.structs.replace(decision, message=message)
     message = messages.constrained(why=limits.why, message=decision.message)
     return NotPlaced(domain=request.domain, reason=Reason.POD_CONSTRAINTS, message=message)
+
+
+def _room_without(view: ClusterView, request: GangRequest) -> bool:
+    """Whether the gang would be placed without its limits. A gang that only asks for new pods
+    in the usual way is judged by the cliques' room (one clique with room for all of it, or,
+    for a gang larger than any clique, room enough in all), which costs a few lookups; any
+    other request is placed for real."""
+    if request.targets or request.moves or request.span is not None or request.extend_last:
+        free = _place(view, msgspec.structs.replace(request, limits=None))
+        return not isinstance(free, NotPlaced)
+    gpus = request.gpus_per_pod
+    pods = request.new_pods
+    room = view.most_room(gpus)
+    largest = view.largest_clique(gpus)
+    if room is None or largest is None:
+        return False
+    wanted = pods if request.slice_pods is None else min(pods, request.slice_pods)
+    if wanted <= largest[0]:
+        return room[0] >= wanted
+    return sum(state.capacity(gpus) for state in view.cliques) >= pods
 
 
 def _place(view: ClusterView, request: GangRequest) -> Decision:

@@ -108,6 +108,9 @@ class NodeLimits(msgspec.Struct, frozen=True, kw_only=True):
     preferred: dict[str, int] = msgspec.field(default_factory=dict)
     """Per node, the weight of the pods' preferred node affinity terms it matches."""
     why: str = ""
+    cliques: frozenset[str] | None = None
+    """The cliques of the nodes the limits name, when the caller knows them (else the engine
+    looks them up)."""
 
     @property
     def nodes(self) -> frozenset[str]:

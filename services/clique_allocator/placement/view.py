@@ -15,6 +15,9 @@ from services.clique_allocator.placement.model import Clique, NodeLimits, Reserv
 from services.clique_allocator.placement.score import pod_shapes
 from services.clique_allocator.placement.state import CliqueState, build_clique_state
 
+MEMO_LIMIT = 8192
+"""Limited clique states kept (``restricted``) before the memo starts afresh."""
+
 
 class ClusterView:
     """Cliques (in id order) with their derived state, and the reservations behind it."""
@@ -24,6 +27,7 @@ class ClusterView:
         "_domain_cliques",
         "_domains",
         "_largest",
+        "_limited",
         "_limits",
         "_node_clique",
         "_room",
@@ -48,6 +52,10 @@ class ClusterView:
     """Memo per pod size: the most (pods, nodes) one clique takes when empty, and that clique."""
     _limits: tuple[str, NodeLimits, int] | None
     """(domain, limits, GPUs per pod) when the view is one gang's (:meth:`restricted`)."""
+    _limited: dict[tuple[int, int, int], tuple[CliqueState, NodeLimits, CliqueState]]
+    """Memo of :meth:`restricted` for gangs with no pods in the clique, shared by every view
+    advanced from one another: (state, limits, pod size) -> the limited state. Entries hold
+    their keys' objects, so an id is never taken for another object's."""
 
     @classmethod
     def build(
@@ -92,6 +100,7 @@ class ClusterView:
         self._room = {}
         self._largest = {}
         self._limits = None
+        self._limited = {}
 
     @property
     def cliques(self) -> tuple[CliqueState, ...]:
@@ -181,11 +190,26 @@ class ClusterView:
         view._limits = (domain, limits, gpus_per_pod)
         view._largest = {}
         own = own_pods(self._domains.get(domain, ()))
-        touched = {self._node_clique.get(node) for node in limits.nodes}
+        owned = {self._node_clique.get(node) for node in own}
+        touched = (
+            limits.cliques
+            if limits.cliques is not None
+            else {self._node_clique.get(node) for node in limits.nodes}
+        )
+        if len(self._limited) > MEMO_LIMIT:
+            self._limited.clear()
         for clique_id in sorted(c for c in touched if c is not None):
-            view._states[clique_id] = limit_state(
-                self._states[clique_id], limits, own=own, gpus_per_pod=gpus_per_pod
-            )
+            base = self._states[clique_id]
+            key = (id(base), id(limits), gpus_per_pod)
+            hit = self._limited.get(key)
+            if clique_id not in owned and hit is not None:
+                assert hit[0] is base and hit[1] is limits
+                view._states[clique_id] = hit[2]
+                continue
+            limited = limit_state(base, limits, own=own, gpus_per_pod=gpus_per_pod)
+            if clique_id not in owned:
+                self._limited[key] = (base, limits, limited)
+            view._states[clique_id] = limited
         return view
 
     def _state_of(self, clique: Clique) -> CliqueState:
@@ -246,6 +270,7 @@ class ClusterView:
         # Sizes of empty cliques depend on nodes only, so the memo holds until with_clique.
         view._largest = self._largest
         view._limits = self._limits
+        view._limited = self._limited
         return view
 
     def _cliques_touched(self, reservations: Iterable[Reservation]) -> frozenset[str]:
