@@ -32,11 +32,15 @@ def test_slots_count_the_domains_pod_bound_or_not_and_other_bound_pods_count_the
     for p0 in (seated, bound_then_recorded):
         pods["default/p0"] = p0
         on_node: dict[str, list[Pod]] = {"a-n00": [stranger] + ([p0] if p0.spec.node_name else [])}
+
+        def bound(node: str, on_node: dict[str, list[Pod]] = on_node) -> list[Pod]:
+            return on_node.get(node, [])
+
         table = usage_table(
             gpu_nodes=["a-n00", "a-n01"],
             placements={"default/train": placement(spec)},
             pod=pods.get,
-            bound=lambda node, on_node=on_node: on_node.get(node, []),
+            bound=bound,
         )
         assert table.slots["default/train"] == {
             "a-n00": NodeUse(requested={"memory": 200 * GI}, pods=2)
