@@ -36,8 +36,11 @@ placement attempt for a gang, placed or not, including the update of the policy'
 A split slice is one whose pods are in more than one clique (the anchor's multi-rack gang is
 one slice); a partial gang is one placed in part.
 
+A last table replays a trace of constraint-bearing gangs (tolerations, a pool selector, memory;
+``bench/constrained.py``) and the same trace without constraints on the nodes they leave.
+
     python -m bench.placement [--racks 64] [--gangs 8000] [--load 1.6] [--seed 7]
-        [--multirack-share 0.04] [--multirack-racks 2 16]
+        [--multirack-share 0.04] [--multirack-racks 2 16] [--constrained-gangs 4000]
 """
 
 from __future__ import annotations
@@ -770,6 +773,12 @@ def main() -> None:
         metavar=("LOW", "HIGH"),
         help="multi-rack gang sizes, in racks' worth of 4-GPU pods",
     )
+    parser.add_argument(
+        "--constrained-gangs",
+        type=int,
+        default=4000,
+        help="gangs of the constrained trace (bench/constrained.py; 0: skip it)",
+    )
     args = parser.parse_args()
     racks: tuple[int, int] = tuple(args.multirack_racks)
 
@@ -820,7 +829,62 @@ def main() -> None:
     print_multirack_table(policies, tallies, racks)
     rebuild = rebuild_ms(cliques, trace)
     print(f"full view rebuild (relist) at saturation: {rebuild:.1f} ms")
-    print("RESULT " + " ".join(f"{key}={value}" for key, value in result(tallies, rebuild)))
+    pairs = result(tallies, rebuild)
+    if args.constrained_gangs > 0:
+        pairs += constrained_result(args, cliques, racks)
+    print("RESULT " + " ".join(f"{key}={value}" for key, value in pairs))
+
+
+def constrained_result(
+    args: argparse.Namespace, cliques: Sequence[Clique], racks: tuple[int, int]
+) -> list[tuple[str, str]]:
+    """Replay a trace of constraint-bearing gangs (bench/constrained.py) and the same trace
+    without constraints on the nodes they leave; print the table, return the RESULT keys."""
+    from bench import constrained
+
+    capacity = constrained.open_capacity(args.racks)
+    trace = make_trace(
+        random.Random(args.seed + 3),
+        gangs=args.constrained_gangs,
+        capacity=capacity,
+        load=args.load,
+        mean_duration=args.mean_duration,
+        multirack_share=args.multirack_share,
+        multirack_racks=racks,
+        multirack_rng=random.Random(args.seed + 4),
+    )
+    runs: list[tuple[str, Policy]] = [
+        ("constrained", constrained.Constrained(cliques, random.Random(args.seed + 5))),
+        ("same_nodes", Ours(constrained.open_cliques(cliques))),
+    ]
+    tallies: dict[str, Tally] = {}
+    for key, policy in runs:
+        gc.collect()
+        tallies[key] = replay(policy, trace, capacity=capacity, depth=args.depth,
+                              patience=args.patience, warmup=args.warmup)  # fmt: skip
+    print()
+    print(
+        f"constrained pods: {len(trace)} gangs, every GPU node tainted, trays "
+        f"{constrained.OPEN_TRAYS}-17 of each rack ruled out by a taint, a pool selector and "
+        f"memory; alloc % over the {capacity} GPUs left"
+    )
+    header = f"{'run':<42}{'alloc %':>8}{'placed':>8}{'p50 ms':>8}{'p99 ms':>8}"
+    print(header)
+    print("-" * len(header))
+    names = {"constrained": "ours, constrained pods (limits included)",
+             "same_nodes": "ours, no constraints, the same nodes"}  # fmt: skip
+    for key, _ in runs:
+        t = tallies[key]
+        print(f"{names[key]:<42}{t.alloc_pct:>8.1f}{t.placed:>8}{t.p50_ms:>8.3f}{t.p99_ms:>8.3f}")
+    ours, same = tallies["constrained"], tallies["same_nodes"]
+    return [
+        ("constrained_alloc_pct", f"{ours.alloc_pct:.1f}"),
+        ("unconstrained_alloc_pct_same_nodes", f"{same.alloc_pct:.1f}"),
+        ("constrained_gap_pts", f"{same.alloc_pct - ours.alloc_pct:.1f}"),
+        ("constrained_p50_ms", f"{ours.p50_ms:.3f}"),
+        ("constrained_p99_ms", f"{ours.p99_ms:.3f}"),
+        ("unconstrained_p99_ms_same_nodes", f"{same.p99_ms:.3f}"),
+    ]
 
 
 def result(tallies: dict[str, Tally], rebuild: float) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ caches. Which domains a change of each concerns is ``routing.py``'s.
 - Placements, indexed by member node;
 - ResourceClaimTemplates (the webhook asks whether a template is a domain's);
 - Pods, indexed by ``namespace/template name`` of their claims, by controlling owner uid, and by
-  node for pods that hold GPUs there;
+  node for pods that hold GPUs there, and by node for every bound pod that has not finished;
 - Nodes; ReplicaSets, StatefulSets and Jobs (the size of a gang);
 - GPUs through NVIDIA's GPU DRA driver (``dragpus.py``): its ResourceSlices (indexed by node),
   ResourceClaims (indexed when they hold its devices), DeviceTaintRules.
@@ -66,6 +66,7 @@ BY_GPU_NODE = "gpu-node"
 BY_SLICE_NODE = "slice-node"
 BY_GPU_CLAIM = "gpu-claim"
 HOLDS_GPUS = "gpus"
+BY_BOUND_NODE = "bound-node"
 
 TemplateClass = Literal["domain", "other", "unknown"]
 
@@ -96,6 +97,11 @@ def claim_owner(claim: ResourceClaim) -> tuple[str, str] | None:
         if ref.kind == "Pod" and ref.controller:
             return claim.metadata.namespace, ref.name
     return None
+
+
+def bound_node(pod: Pod) -> list[str]:
+    """The node a pod is bound to and takes resources on: bound and not finished."""
+    return [pod.spec.node_name] if pod.spec.node_name and not finished(pod) else []
 
 
 def owner_uid(pod: Pod) -> list[str]:
@@ -139,6 +145,7 @@ class Caches(InformerSet):
             BY_SLICE_NODE, lambda s: [s.spec.node_name] if s.spec.node_name else []
         )
         self.claims.add_index(BY_GPU_CLAIM, holds_gpus)
+        self.pods.add_index(BY_BOUND_NODE, bound_node)
 
     @property
     def webhook_synced(self) -> bool:
@@ -206,6 +213,10 @@ class Caches(InformerSet):
             return spec if isinstance(spec, dict) else None
         claim = self.claims.cache.get(key)
         return claim.spec if claim is not None else None
+
+    def pods_on(self, node: str) -> list[Pod]:
+        """Pods bound to ``node`` and not finished."""
+        return self.pods.cache.by_index(BY_BOUND_NODE, node)
 
     def template_class(self, namespace: str, name: str) -> TemplateClass:
         """Whether claims from ``namespace/name`` belong to a ComputeDomain, as far as the

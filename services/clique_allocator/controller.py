@@ -77,7 +77,13 @@ class CliqueAllocator(LeaderElectedController):
                 synced=lambda: self.caches.webhook_synced,
                 metrics=metrics,
             )
-        connect(self.caches, queue=self.queue, book=self.book, on_capacity=self._capacity_changed)
+        connect(
+            self.caches,
+            queue=self.queue,
+            book=self.book,
+            on_capacity=self._capacity_changed,
+            on_usage=self._usage_changed,
+        )
         self._readiness = ctx.readiness
         self._supervisor = ctx.supervisor
 
@@ -112,6 +118,11 @@ class CliqueAllocator(LeaderElectedController):
 
         for key in sorted(self.reconciler.waiting, key=lambda k: (created(k), str(k))):
             self.queue.add(key)
+
+    def _usage_changed(self, freed: bool) -> None:
+        self.state.usage_changed()
+        if freed:
+            self.wake_waiting()
 
     def _capacity_changed(self, grew: bool) -> None:
         self.state.invalidate()

@@ -14,6 +14,10 @@ ways of asking for GPUs the node serves. Of those nodes:
 
 Neither kind of trouble frees what pods already hold there; it only keeps new pods away.
 
+For the pods' own constraints (``eligibility.py``) the facts carry the node's labels, its
+allocatable amounts in milli-units, and the taints the health model above leaves to the pods'
+tolerations (every NoSchedule/NoExecute taint but cdo's fault taint and the lifecycle ones).
+
 The slot (the node's line in its clique's IMEX node list) is the IMEX agent's
 ``cdo.dev/imex-slot`` annotation when it was written for the node's current clique; without it,
 the node's position among its clique's nodes by name (the tray order of the usual naming).
@@ -21,7 +25,7 @@ the node's position among its clique's nodes by name (the tray order of the usua
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -38,7 +42,8 @@ from shared.crds.names import (
     MULTI_NODE_NVLINK_LABEL,
     NVLINK_DOMAIN_LABEL,
 )
-from shared.kube.models import Node
+from shared.kube.models import Node, Taint
+from shared.scheduling.requests import allocatable_amounts
 
 LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
@@ -62,6 +67,10 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     """Why the node takes no new pods, for messages (empty when it does)."""
     gpu_apis: frozenset[str] = frozenset({DEVICE_PLUGIN})
     """How pods can ask for the node's GPUs: ``device-plugin``, ``dra``, or both."""
+    # What the pods' own constraints are checked against (eligibility.py).
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    allocatable: Mapping[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def usable(self) -> bool:
@@ -122,6 +131,13 @@ def node_facts(node: Node, dra: NodeDraGpus | None = None) -> NodeFacts | None:
     )
     problems, cordoned = _troubles(node)
     healthy = not problems
+    others = tuple(
+        taint
+        for taint in node.spec.taints
+        if taint.effect in BLOCKING_EFFECTS
+        and taint.key != GPU_FAULT_TAINT
+        and not taint.key.startswith(LIFECYCLE_TAINT_PREFIX)
+    )
     if cordoned:
         problems.append("Cordoned")
     return NodeFacts(
@@ -134,6 +150,9 @@ def node_facts(node: Node, dra: NodeDraGpus | None = None) -> NodeFacts | None:
         schedulable=not cordoned,
         problems=tuple(dict.fromkeys(problems)),
         gpu_apis=apis,
+        labels=node.metadata.labels,
+        taints=others,
+        allocatable=allocatable_amounts(node.status.allocatable or node.status.capacity),
     )
 
 

@@ -37,7 +37,7 @@ from services.clique_allocator.gang import (
     plugin_gpus,
 )
 from services.clique_allocator.objects import finished, gated
-from services.clique_allocator.placement import ClusterView, Reservation
+from services.clique_allocator.placement import ClusterView, NodeLimits, Reservation
 from services.clique_allocator.planning.failover import FailedOver, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
@@ -125,6 +125,14 @@ class _Ask(msgspec.Struct, frozen=True, kw_only=True):
     slice_size: int | None
     span: int | None
     fits_one_clique: bool
+    limits: NodeLimits | None = None
+    """Where the pods' own constraints let them go (``eligibility.py``)."""
+    clique_room: int = 0
+    """The most of its pods one clique takes when empty, where the constraints let them go."""
+
+
+LimitsOf = Callable[[int], NodeLimits | None]
+"""GPUs per pod -> the gang's node limits (None: its pods may go to any usable node)."""
 
 
 def _sort_pods(live: Sequence[Pod], placement: PlacementSpec | None) -> _Pods:
@@ -162,13 +170,15 @@ def plan_domain(
     now: datetime | None = None,
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int] = plugin_gpus,
+    limits: LimitsOf | None = None,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
     seconds, UTC) times failover, which is off without it; ``nodes_without_nvlink`` counts the
     GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of``
     tells the GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA
-    claims)."""
+    claims); ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node
+    without it)."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -186,10 +196,10 @@ def plan_domain(
         return Plan(pins=sorted_pods.repins)
     if isinstance(gang, UnknownSize):
         return Plan(pins=sorted_pods.repins, unknown_size=True)
-    ask = _ask(domain, placement, sorted_pods, gang, view, gpus_of)
+    ask = _ask(key, domain, placement, sorted_pods, gang, view, gpus_of, limits)
     if isinstance(ask, Plan):
         return ask
-    if runs_without_nvlink(placement, view=view, gpus_per_pod=ask.gpus, nodes=nodes_without_nvlink):
+    if runs_without_nvlink(placement, clique_room=ask.clique_room, nodes=nodes_without_nvlink):
         return _without_nvlink(placement, sorted_pods, ask)
     return _plan(
         key=key,
@@ -233,12 +243,14 @@ def _refuse(pods: _Pods, waiting: Sequence[Pod], message: str) -> Plan:
 
 
 def _ask(
+    key: str,
     domain: ComputeDomain,
     placement: PlacementSpec | None,
     pods: _Pods,
     gang: GangSize,
     view: ClusterView,
     gpus_of: Callable[[Pod], int],
+    limits_of: LimitsOf | None,
 ) -> _Ask | Plan:
     """What the gang asks for, or a plan that refuses its pods (no valid request)."""
     if placement is not None:
@@ -253,6 +265,9 @@ def _ask(
         slice_size = placement.slice_size
     else:
         slice_size = domain.spec.gang.slice_size if domain.spec.gang is not None else None
+    limits = limits_of(gpus) if limits_of is not None else None
+    if limits is not None and limits.nodes:
+        view = view.restricted(key, limits, gpus_per_pod=gpus)
     largest = view.largest_clique(gpus)
     fits = largest is None or gang.pods <= largest[0]
     span = span_per_slice(domain, gang_pods=gang.pods, slice_size=slice_size, fits_one=fits)
@@ -265,6 +280,8 @@ def _ask(
         slice_size=slice_size,
         span=span,
         fits_one_clique=fits,
+        limits=limits,
+        clique_room=largest[0] if largest is not None else 0,
     )
 
 
@@ -312,6 +329,7 @@ def _plan(
         gpus_per_pod=ask.gpus,
         slice_size=ask.slice_size,
         span=ask.span,
+        limits=ask.limits,
     )
     if not reserved.holds:
         assert reserved.not_placed is not None  # a gang with waiting pods and no record

@@ -29,7 +29,7 @@ from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang
 from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks, restrict
 from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
-from services.clique_allocator.placement import ClusterView
+from services.clique_allocator.placement import ClusterView, NodeLimits
 from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
 from services.clique_allocator.planning.hold import Hold
 from services.clique_allocator.ranks import pod_rank
@@ -129,10 +129,14 @@ class AllocatorReconciler:
         async with self._lock:
             placement = await self._placement(text, domain)
             gang: GangSize | UnknownSize = GangSize(pods=0, source="")
+            live = [pod for pod in pods if not finished(pod)]
             if domain is not None:
                 explicit = domain.spec.gang.size if domain.spec.gang is not None else None
-                live = [pod for pod in pods if not finished(pod)]
                 gang = gang_size(explicit=explicit, pods=live, workload=self._caches.workload)
+
+            def limits(gpus_per_pod: int) -> NodeLimits | None:
+                return self._state.limits(text, live, gpus_per_pod)
+
             started = time.perf_counter()
             view, gpus_of = self._gpu_view(pods)
             plan = plan_domain(
@@ -146,6 +150,7 @@ class AllocatorReconciler:
                 now=datetime.now(UTC).replace(microsecond=0),
                 nodes_without_nvlink=self._state.nodes_without_nvlink(),
                 gpus_of=gpus_of,
+                limits=limits,
             )
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)

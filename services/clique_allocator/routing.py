@@ -6,7 +6,8 @@
   changed: the view is rebuilt and waiting gangs try again);
 - a pod: the domains whose template its claims name, when its phase, gates, pin, node, GPUs,
   owner or deletion changed; a pod outside every Placement that starts or stops holding GPUs on
-  a node also changes capacity;
+  a node also changes capacity, and one that binds to or leaves a node at all changes what the
+  node's pods request (``usage``: gangs whose pods need CPU or memory there try again);
 - a node: the domains with a member on it, when its clique, GPUs, slot, health or
   schedulability changed (heartbeats do nothing); capacity changes with it;
 - a ReplicaSet, StatefulSet or Job: the domains of its pods, when the size it wants changed;
@@ -29,6 +30,7 @@ import msgspec
 from services.clique_allocator.caches import (
     BY_NODE,
     Caches,
+    bound_node,
     claim_owner,
     gpu_node,
     owner_uid,
@@ -55,6 +57,9 @@ class Routed(msgspec.Struct, frozen=True, kw_only=True):
     """Domains to reconcile, in order."""
     capacity: bool | None = None
     """None: capacity did not change; True: it grew (waiting gangs try again); False: it shrank."""
+    usage: bool | None = None
+    """Requests of pods on a node changed (a pod outside the records bound or left): None
+    no; True: a pod left (waiting gangs try again); False: one bound."""
 
 
 NOTHING = Routed()
@@ -103,10 +108,15 @@ def pod_changed(
     before = gpu_node(old) if old is not None else []
     after = gpu_node(new) if new is not None else []
     pod = new or old
-    capacity = None
-    if before != after and pod is not None and not recorded(pod):
-        capacity = bool(before)
-    return Routed(keys=tuple(keys), capacity=capacity)
+    capacity = usage = None
+    bound_before = bound_node(old) if old is not None else []
+    bound_after = bound_node(new) if new is not None else []
+    if (before != after or bound_before != bound_after) and pod is not None and not recorded(pod):
+        if before != after:
+            capacity = bool(before)
+        if bound_before != bound_after:
+            usage = bool(bound_before)
+    return Routed(keys=tuple(keys), capacity=capacity, usage=usage)
 
 
 def node_changed(
@@ -192,14 +202,18 @@ def connect(
     queue: WorkQueue[ObjectKey],
     book: OwnWrites[Placement],
     on_capacity: Callable[[bool], None],
+    on_usage: Callable[[bool], None] = lambda grew: None,
 ) -> None:
-    """Register the handlers; ``on_capacity(grew)`` hears every capacity change."""
+    """Register the handlers; ``on_capacity(grew)`` hears every capacity change,
+    ``on_usage(freed)`` every change of what pods outside the records request on nodes."""
 
     def apply(routed: Routed) -> None:
         for key in routed.keys:
             queue.add(key)
         if routed.capacity is not None:
             on_capacity(routed.capacity)
+        if routed.usage is not None:
+            on_usage(routed.usage)
 
     def recorded(pod: Pod) -> bool:
         """The pod is named in its domain's Placement."""

@@ -6,6 +6,12 @@ cause itself: a node's facts, a Placement someone else wrote, a pod binding or e
 the allocator's records. After its own decisions the allocator advances the view by copy
 (``advance``), which costs only the cliques the domain touches.
 
+What the pods on each node request besides GPUs (``usage.py``) is a table of its own, built
+lazily when a gang asks for its node limits and dropped whenever the view is, whenever a record
+changes (``advance``) and whenever a pod outside the records binds or ends
+(``usage_changed``); a gang's limits (``eligibility.py``) are worked out from it and the node
+facts for every decision.
+
 GPUs held by pods that no Placement accounts for (pods of other workloads asking for
 ``nvidia.com/gpu``, or a domain's pod scheduled without the allocator) count as a pseudo
 reservation in no clique, so they are never given out twice either. So do DRA GPUs
@@ -18,16 +24,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import msgspec
+
 from services.clique_allocator.caches import Caches
+from services.clique_allocator.eligibility import LimitsMemo, node_limits
+from services.clique_allocator.needs import gang_needs
 from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts, without_nvlink
-from services.clique_allocator.placement import ClusterView, Reservation
+from services.clique_allocator.placement import ClusterView, NodeLimits, Reservation
 from services.clique_allocator.planning.slices import reservations_of
 from services.clique_allocator.records import foreign_reservation
-from shared.crds.names import GPU_RESOURCE
+from services.clique_allocator.usage import UsageTable, usage_table
+from shared.crds.names import GPU_RESOURCE, HOSTNAME_LABEL
 from shared.crds.placement import Placement
+from shared.kube.models import Pod
 from shared.kube.ownwrites import OwnWrites
 
 log = logging.getLogger("cdo.clique_allocator")
+
+MEMOS_KEPT = 256
+"""Distinct gang needs whose limits memos are kept before they start afresh."""
 
 
 class ClusterState:
@@ -39,10 +54,53 @@ class ClusterState:
         self._view: ClusterView | None = None
         self._facts: dict[str, NodeFacts] = {}
         self._without_nvlink = 0
+        self._usage: UsageTable | None = None
+        self._memos: dict[bytes, LimitsMemo] = {}
+        """Per gang needs (their JSON): what their limits reuse while the nodes stay the same."""
         self.rebuilds = 0
 
     def invalidate(self) -> None:
         self._view = None
+        self._usage = None
+
+    def usage_changed(self) -> None:
+        """A pod outside the records bound to a node or ended: requests on nodes changed."""
+        self._usage = None
+
+    def limits(self, domain: str, pods: Sequence[Pod], gpus_per_pod: int) -> NodeLimits | None:
+        """Where the pods of ``domain``'s gang can be scheduled (``eligibility.py``); None
+        when their constraints rule out and cap no node."""
+        facts = self.facts()
+        needs = gang_needs(pods, pin_label=HOSTNAME_LABEL)
+        key = msgspec.json.encode((needs, gpus_per_pod))
+        if key not in self._memos and len(self._memos) > MEMOS_KEPT:
+            self._memos.clear()
+        limits = node_limits(
+            needs,
+            nodes=facts.values(),
+            others=self._usage_table().others(domain),
+            neighbours=self._usage_table().neighbours if needs.anti_affinity else (),
+            gpus_per_pod=gpus_per_pod,
+            memo=self._memos.setdefault(key, LimitsMemo()),
+        )
+        return limits if limits.nodes else None
+
+    def _usage_table(self) -> UsageTable:
+        if self._usage is None:
+            cached = self._caches.placements.cache
+            placements = {
+                key: found
+                for key in sorted(set(cached.keys()) | set(self._book.keys()))
+                if (found := self._book.current(key, cached.get(key))) is not None
+            }
+            pods = self._caches.pods.cache
+            self._usage = usage_table(
+                gpu_nodes=self._facts,
+                placements=placements,
+                pod=pods.get,
+                bound=self._caches.pods_on,
+            )
+        return self._usage
 
     def view(self) -> ClusterView:
         if self._view is None:
@@ -63,6 +121,7 @@ class ClusterState:
         """The allocator recorded ``reservations`` for ``domain`` (none: deleted its record)."""
         if self._view is not None:
             self._view = self._view.with_domain(domain, reservations)
+        self._usage = None
 
     def _build(self) -> ClusterView:
         self.rebuilds += 1
@@ -74,6 +133,7 @@ class ClusterState:
             if (found := node_facts(node, dra.get(node.metadata.name))) is not None
         ]
         self._facts = {f.name: f for f in facts}
+        self._memos = {}
         self._without_nvlink = sum(
             1
             for node in self._caches.nodes.cache.objects()

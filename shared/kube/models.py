@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from shared.kube.affinity import Affinity
 from shared.kube.meta import KubeObject
 
 
@@ -77,8 +78,10 @@ class PodSpec(_Camel, frozen=True, kw_only=True):
     scheduling_gates: tuple[SchedulingGate, ...] = ()
     resource_claims: tuple[PodResourceClaim, ...] = ()
     containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    overhead: dict[str, str] = msgspec.field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
-    affinity: dict[str, Any] | None = None
+    affinity: Affinity | None = None
     priority: int = 0
 
 

@@ -44,7 +44,8 @@ _HEALTHY: tuple[tuple[str, str, str, str], ...] = (
 def node_labels(
     node: TopologyNode, settings: KubeletSettings, extra: Mapping[str, str]
 ) -> dict[str, str]:
-    """The labels the kubelet sets on registration (``extra`` last, so it may override)."""
+    """The labels the kubelet sets on registration: its own, the topology's for the node
+    (``--node-labels``), then ``extra`` (so it may override)."""
     labels = {
         names.HOSTNAME_LABEL: node.name,
         names.OS_LABEL: "linux",
@@ -52,20 +53,23 @@ def node_labels(
         names.BETA_OS_LABEL: "linux",
         names.BETA_ARCH_LABEL: settings.architecture,
         names.INSTANCE_TYPE_LABEL: settings.instance_type,
+        **node.labels,
     }
     labels.update(extra)
     return labels
 
 
 def capacity(node: TopologyNode, settings: KubeletSettings) -> dict[str, str]:
-    """What the node reports; ``nvidia.com/gpu`` only where NVIDIA's device plugin runs (a
-    node whose GPUs NVIDIA's DRA driver publishes reports none)."""
+    """Capacity (and allocatable): the settings' amounts, the topology's overrides for the
+    node on top, and ``nvidia.com/gpu`` only where NVIDIA's device plugin runs (a node whose
+    GPUs NVIDIA's DRA driver publishes reports none)."""
     resources = settings.resources
     reported = {
         "cpu": resources.cpu,
         "memory": resources.memory,
         "pods": resources.pods,
         "ephemeral-storage": resources.ephemeral_storage,
+        **node.allocatable,
     }
     if node.device_plugin:
         reported[names.GPU_RESOURCE] = str(len(node.gpus))
@@ -80,6 +84,11 @@ def allocatable(
     if healthy_gpus is not None and node.device_plugin:
         resources[names.GPU_RESOURCE] = str(healthy_gpus)
     return resources
+
+
+def taints(node: TopologyNode) -> list[dict[str, str]]:
+    """The taints the node registers with (``--register-with-taints``), from the topology."""
+    return [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
 
 
 def addresses(node: TopologyNode) -> list[dict[str, str]]:
@@ -164,7 +173,7 @@ def registration_body(
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": node.name, "labels": node_labels(node, settings, labels)},
-        "spec": {},
+        "spec": {"taints": taints(node)} if node.taints else {},
         "status": status_body(node, settings, now=now, healthy_gpus=healthy_gpus),
     }
 

@@ -7,6 +7,9 @@ taint for ever; otherwise the pod goes ``tolerationSeconds`` after the taint was
 (``timeAdded``, or when it was first seen if the writer left that out). The pod is evicted at
 the earliest of these times.
 
+Whether one toleration matches one taint is :mod:`shared.scheduling.taints`' rule, the one the
+schedulers use.
+
 Real clusters give every pod tolerations for ``node.kubernetes.io/not-ready`` and
 ``node.kubernetes.io/unreachable`` (NoExecute, 300 s) at admission;
 :func:`with_default_tolerations` applies the same rule here, where no admission plugin adds them.
@@ -18,20 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from shared.kube.models import Taint, Toleration
+from shared.scheduling.taints import toleration_matches as tolerates
 from sim.kubelet.names import LIFECYCLE_TAINT_KEYS, NO_EXECUTE
-
-
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Whether ``toleration`` matches ``taint`` (key, effect and operator)."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator == "Exists":
-        return True
-    if toleration.operator in ("", "Equal"):
-        return toleration.value == taint.value
-    return False
 
 
 def with_default_tolerations(
@@ -86,3 +77,6 @@ class TaintTimes:
         present = {(node, t.key, t.value, t.effect) for t in taints}
         for identity in [i for i in self._seen if i[0] == node and i not in present]:
             del self._seen[identity]
+
+
+__all__ = ["eviction_time", "tolerates", "with_default_tolerations"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from shared.kube.models import DeviceTaint, DeviceTaintRule, Taint, Toleration
-from sim.scheduler.filters import toleration_matches
+from shared.scheduling.taints import toleration_matches
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 

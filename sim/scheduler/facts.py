@@ -9,22 +9,21 @@ scoring are pure functions of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import msgspec
 
 from shared.kube.models import Node, Taint, Toleration
+from shared.scheduling import requests
+from shared.scheduling.requests import (
+    CPU,
+    DEFAULT_CPU_MILLI,
+    DEFAULT_MEMORY_MILLI,
+    MEMORY,
+    PODS,
+    allocatable_amounts,
+)
 from sim.scheduler.objects import LabelSelector, NodeSelector, Pod, PodAffinity, PodAffinityTerm
-from sim.scheduler.quantity import parse_milli_or_zero
 
-CPU = "cpu"
-MEMORY = "memory"
 GPU = "nvidia.com/gpu"
-PODS = "pods"
-# kube-scheduler's stand-ins for a container that requests nothing, used only for scoring so
-# that such pods still spread.
-DEFAULT_CPU_MILLI = 100
-DEFAULT_MEMORY_MILLI = 200 * 2**20 * 1000
 
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -114,35 +113,11 @@ class NodeUsage(msgspec.Struct, frozen=True, kw_only=True):
 # -- pods --------------------------------------------------------------------------------------
 
 
-def _container_requests(requests: Mapping[str, str], limits: Mapping[str, str]) -> dict[str, int]:
-    # The API server defaults a request to its limit when only the limit is given.
-    merged = {**limits, **requests}
-    return {name: parse_milli_or_zero(value) for name, value in merged.items()}
-
-
 def pod_requests(pod: Pod) -> tuple[dict[str, int], int, int]:
-    """(requests, non-zero CPU, non-zero memory) of ``pod``, in milli-units.
-
-    Regular containers add up; an init container runs alone, so the pod needs the larger of
-    the sum and the biggest init container, per resource; pod overhead is added on top.
-    """
-    total: dict[str, int] = {}
-    nonzero_cpu = nonzero_memory = 0
-    for container in pod.spec.containers:
-        amounts = _container_requests(container.resources.requests, container.resources.limits)
-        for name, amount in amounts.items():
-            total[name] = total.get(name, 0) + amount
-        nonzero_cpu += amounts.get(CPU) or DEFAULT_CPU_MILLI
-        nonzero_memory += amounts.get(MEMORY) or DEFAULT_MEMORY_MILLI
-    for container in pod.spec.init_containers:
-        amounts = _container_requests(container.resources.requests, container.resources.limits)
-        for name, amount in amounts.items():
-            total[name] = max(total.get(name, 0), amount)
-        nonzero_cpu = max(nonzero_cpu, amounts.get(CPU) or DEFAULT_CPU_MILLI)
-        nonzero_memory = max(nonzero_memory, amounts.get(MEMORY) or DEFAULT_MEMORY_MILLI)
-    for name, value in pod.spec.overhead.items():
-        total[name] = total.get(name, 0) + parse_milli_or_zero(value)
-    return {k: v for k, v in total.items() if v > 0}, nonzero_cpu, nonzero_memory
+    """(requests, non-zero CPU, non-zero memory) of ``pod``, in milli-units
+    (:func:`shared.scheduling.requests.pod_requests`)."""
+    found = requests.pod_requests(pod.spec.containers, pod.spec.init_containers, pod.spec.overhead)
+    return found.requests, found.nonzero_cpu, found.nonzero_memory
 
 
 def _affinity_term(term: PodAffinityTerm, namespace: str) -> AffinityTerm:
@@ -233,7 +208,7 @@ def node_facts(node: Node) -> NodeFacts:
     """The node's facts; a node that is not Ready carries the taint the node lifecycle
     controller would give it (not-ready, or unreachable when its state is Unknown)."""
     amounts = node.status.allocatable or node.status.capacity
-    allocatable = {name: parse_milli_or_zero(value) for name, value in amounts.items()}
+    allocatable = dict(allocatable_amounts(amounts))
     ready_condition = node.condition("Ready")
     ready = ready_condition is not None and ready_condition.status == "True"
     taints = node.spec.taints
@@ -250,3 +225,21 @@ def node_facts(node: Node) -> NodeFacts:
         taints=taints,
         ready=ready,
     )
+
+
+__all__ = [
+    "CPU",
+    "DEFAULT_CPU_MILLI",
+    "DEFAULT_MEMORY_MILLI",
+    "MEMORY",
+    "PODS",
+    "AffinityTerm",
+    "ClaimRef",
+    "NodeFacts",
+    "NodeUsage",
+    "PodFacts",
+    "node_facts",
+    "pod_claims",
+    "pod_facts",
+    "pod_requests",
+]

@@ -8,36 +8,17 @@ state (inter-pod affinity and DRA are in their own modules).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from shared.kube.models import Taint, Toleration
-from sim.scheduler.facts import PODS, TAINT_UNSCHEDULABLE, NodeFacts, NodeUsage, PodFacts
-from sim.scheduler.selectors import node_selector_matches
+from shared.kube.models import Taint
+from shared.scheduling.requests import PODS, insufficient
+from shared.scheduling.selectors import pod_matches_node
+from shared.scheduling.taints import tolerated, untolerated_taint
+from sim.scheduler.facts import TAINT_UNSCHEDULABLE, NodeFacts, NodeUsage, PodFacts
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 TOO_MANY_PODS = "Too many pods"
-_FILTERED_EFFECTS = ("NoSchedule", "NoExecute")
 
 Reasons = tuple[str, ...]
-
-
-def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
-    """Kubernetes' ToleratesTaint: empty effect tolerates every effect; Exists with an empty
-    key tolerates every taint."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator == "Exists":
-        return True
-    if toleration.operator in ("Equal", ""):
-        return toleration.value == taint.value
-    return False
-
-
-def tolerated(tolerations: Iterable[Toleration], taint: Taint) -> bool:
-    return any(toleration_matches(t, taint) for t in tolerations)
 
 
 def filter_unschedulable(pod: PodFacts, node: NodeFacts) -> Reasons:
@@ -50,37 +31,26 @@ def filter_unschedulable(pod: PodFacts, node: NodeFacts) -> Reasons:
 def filter_taints(pod: PodFacts, node: NodeFacts) -> Reasons:
     """The first NoSchedule/NoExecute taint the pod does not tolerate (PreferNoSchedule is
     only a preference and never filters)."""
-    for taint in node.taints:
-        if taint.effect in _FILTERED_EFFECTS and not tolerated(pod.tolerations, taint):
-            return (f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",)
-    return ()
+    taint = untolerated_taint(node.taints, pod.tolerations)
+    if taint is None:
+        return ()
+    return (f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",)
 
 
 def filter_node_affinity(pod: PodFacts, node: NodeFacts) -> Reasons:
     """``spec.nodeSelector`` and required node affinity, both of which must hold."""
-    labels = node.labels
-    for key, value in pod.node_selector.items():
-        if labels.get(key) != value:
-            return (NODE_AFFINITY,)
-    if pod.node_affinity is not None and not node_selector_matches(
-        pod.node_affinity, name=node.name, labels=labels
-    ):
-        return (NODE_AFFINITY,)
-    return ()
+    if pod_matches_node(pod.node_selector, pod.node_affinity, name=node.name, labels=node.labels):
+        return ()
+    return (NODE_AFFINITY,)
 
 
 def filter_resources(pod: PodFacts, node: NodeFacts, usage: NodeUsage) -> Reasons:
     """Every resource the pod requests that the node's allocatable minus its pods' requests
     cannot cover, plus the pod count when the node limits it."""
-    reasons: list[str] = []
-    allocatable = node.allocatable
-    if PODS in allocatable and usage.pods + 1 > allocatable[PODS] // 1000:
-        reasons.append(TOO_MANY_PODS)
-    requested = usage.requested
-    for resource, amount in pod.requests.items():
-        if amount > allocatable.get(resource, 0) - requested.get(resource, 0):
-            reasons.append(f"Insufficient {resource}")
-    return tuple(reasons)
+    short = insufficient(
+        pod.requests, allocatable=node.allocatable, requested=usage.requested, pods=usage.pods
+    )
+    return tuple(TOO_MANY_PODS if name == PODS else f"Insufficient {name}" for name in short)
 
 
 def node_filter_reasons(pod: PodFacts, node: NodeFacts, usage: NodeUsage) -> Reasons:

@@ -1,8 +1,9 @@
 """The API objects the scheduler reads, decoded with msgspec into the fields it uses.
 
-The shared Structs (:mod:`shared.kube.models`) keep affinity and claim specs as plain dicts; the
-scheduler needs them typed, so the richer kinds are declared here. Nodes, taints, tolerations,
-conditions and scheduling gates are the shared ones.
+The shared Structs (:mod:`shared.kube.models`) keep claim specs as plain dicts; the scheduler
+needs them typed, so the richer kinds are declared here. Nodes, taints, tolerations,
+conditions, scheduling gates, selectors and affinity (:mod:`shared.kube.affinity`) are the
+shared ones.
 """
 
 from __future__ import annotations
@@ -11,6 +12,17 @@ from typing import Any
 
 import msgspec
 
+from shared.kube.affinity import (
+    Affinity,
+    LabelSelector,
+    LabelSelectorRequirement,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodAffinity,
+    PodAffinityTerm,
+)
 from shared.kube.meta import KubeObject
 from shared.kube.models import (
     Condition,
@@ -25,59 +37,6 @@ from shared.kube.models import (
 
 class _Camel(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
     pass
-
-
-# -- selectors -------------------------------------------------------------------------------
-
-
-class LabelSelectorRequirement(_Camel, frozen=True, kw_only=True):
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-
-class LabelSelector(_Camel, frozen=True, kw_only=True):
-    match_labels: dict[str, str] = msgspec.field(default_factory=dict)
-    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
-
-
-class NodeSelectorRequirement(_Camel, frozen=True, kw_only=True):
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-
-class NodeSelectorTerm(_Camel, frozen=True, kw_only=True):
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
-    match_fields: tuple[NodeSelectorRequirement, ...] = ()
-
-
-class NodeSelector(_Camel, frozen=True, kw_only=True):
-    node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
-
-
-# -- affinity ----------------------------------------------------------------------------------
-
-
-class NodeAffinity(_Camel, frozen=True, kw_only=True):
-    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
-
-
-class PodAffinityTerm(_Camel, frozen=True, kw_only=True):
-    topology_key: str
-    label_selector: LabelSelector | None = None
-    namespaces: tuple[str, ...] = ()
-    namespace_selector: LabelSelector | None = None
-
-
-class PodAffinity(_Camel, frozen=True, kw_only=True):
-    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] = ()
-
-
-class Affinity(_Camel, frozen=True, kw_only=True):
-    node_affinity: NodeAffinity | None = None
-    pod_affinity: PodAffinity | None = None
-    pod_anti_affinity: PodAffinity | None = None
 
 
 # -- pods --------------------------------------------------------------------------------------
@@ -280,3 +239,16 @@ class ResourceSliceSpec(_Camel, frozen=True, kw_only=True):
 
 class ResourceSlice(KubeObject, frozen=True, kw_only=True):
     spec: ResourceSliceSpec
+
+
+__all__ = [
+    "Affinity",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "NodeAffinity",
+    "NodeSelector",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PodAffinity",
+    "PodAffinityTerm",
+]

@@ -1,73 +1,15 @@
-"""Label selectors and node selectors, as the API server and kube-scheduler read them.
+"""The node selector kube-scheduler writes into a claim allocated on one node.
 
-- A :class:`~sim.scheduler.objects.LabelSelector` matches when every ``matchLabels`` pair and
-  every ``matchExpressions`` requirement (In, NotIn, Exists, DoesNotExist) holds; an empty
-  selector matches everything (a missing one, ``None``, is the caller's business).
-- A :class:`~sim.scheduler.objects.NodeSelector` matches when any of its terms does; a term
-  matches when all its ``matchExpressions`` (In, NotIn, Exists, DoesNotExist, Gt, Lt) and
-  ``matchFields`` (only ``metadata.name``, with In or NotIn) hold; an empty term matches nothing.
-
-Each requirement is matched by ``requirement_holds`` of ``sim.kubeapi.machinery.selectors``, the
-emulator's own rule, so the scheduler and the API server agree on what a selector selects.
+Matching label and node selectors is :mod:`shared.scheduling.selectors`'s, the rule the
+scheduler shares with the clique allocator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from shared.kube.affinity import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from shared.scheduling.selectors import label_selector_matches, node_selector_matches
 
-from sim.kubeapi.machinery.selectors import LABEL_SELECTOR_OPERATORS, OPERATORS, requirement_holds
-from sim.scheduler.objects import (
-    LabelSelector,
-    LabelSelectorRequirement,
-    NodeSelector,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-)
-
-
-def label_requirement_matches(req: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    op = OPERATORS.get(req.operator)
-    if op not in LABEL_SELECTOR_OPERATORS:
-        return False  # Gt and Lt are not valid in a label selector; unknown operators never match
-    return requirement_holds(op, req.key, req.values, labels)
-
-
-def label_selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
-    """Whether ``labels`` satisfy ``selector`` (an empty selector matches everything)."""
-    for key, value in selector.match_labels.items():
-        if labels.get(key) != value:
-            return False
-    return all(label_requirement_matches(req, labels) for req in selector.match_expressions)
-
-
-def node_requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    op = OPERATORS.get(req.operator)
-    return op is not None and requirement_holds(op, req.key, req.values, labels)
-
-
-def _field_matches(req: NodeSelectorRequirement, node_name: str) -> bool:
-    if req.key != "metadata.name":
-        return False
-    if req.operator == "In":
-        return node_name in req.values
-    if req.operator == "NotIn":
-        return node_name not in req.values
-    return False
-
-
-def node_term_matches(term: NodeSelectorTerm, *, name: str, labels: Mapping[str, str]) -> bool:
-    if not term.match_expressions and not term.match_fields:
-        return False
-    return all(node_requirement_matches(req, labels) for req in term.match_expressions) and all(
-        _field_matches(req, name) for req in term.match_fields
-    )
-
-
-def node_selector_matches(selector: NodeSelector, *, name: str, labels: Mapping[str, str]) -> bool:
-    """Whether the node ``name`` with ``labels`` satisfies any term of ``selector``."""
-    return any(
-        node_term_matches(term, name=name, labels=labels) for term in selector.node_selector_terms
-    )
+__all__ = ["label_selector_matches", "node_name_selector", "node_selector_matches"]
 
 
 def node_name_selector(name: str) -> NodeSelector:

@@ -11,6 +11,7 @@ import uuid
 from sim.topology import identity
 from sim.topology.errors import TopologyError
 from sim.topology.model import Cluster, Gpu, Node
+from sim.topology.scheduling import tray_scheduling
 from sim.topology.spec import CliqueSpec, DriverSpec, RackSpec, TopologySpec
 from sim.topology.trays import parse_trays
 
@@ -52,6 +53,7 @@ def _expand_rack(
     if not rack.nvlink and rack.cliques is not None:
         raise TopologyError(f"{where}.cliques", "a rack without NVLink (nvlink: false) has none")
     clique_of_tray = _clique_ids_by_tray(rack.cliques, tray_count=tray_count, where=where)
+    scheduling = tray_scheduling(rack, tray_count=tray_count, where=where)
     nodes = []
     for tray in range(tray_count):
         name = _node_name(spec, rack=rack.name, rack_index=rack_index, tray=tray)
@@ -71,6 +73,9 @@ def _expand_rack(
                 gpus=tuple(_gpu(spec.name, name, index) for index in range(gpu_count)),
                 nvlink=rack.nvlink,
                 gpu_api=rack.gpu_api,
+                labels=scheduling[tray].labels,
+                taints=scheduling[tray].taints,
+                allocatable=scheduling[tray].allocatable,
             )
         )
     return nodes

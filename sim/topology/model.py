@@ -10,7 +10,7 @@ import uuid
 
 import msgspec
 
-from sim.topology.spec import DriverSpec, GpuApi
+from sim.topology.spec import DriverSpec, GpuApi, TaintSpec
 
 
 class Gpu(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,6 +39,11 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     chassis_serial: str
     driver: DriverSpec
     gpus: tuple[Gpu, ...]
+    # What the scheduler checks besides GPUs: labels the kubelet adds, taints it registers
+    # the node with, and capacity/allocatable overrides by resource name ("ephemeral-storage").
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    taints: tuple[TaintSpec, ...] = ()
+    allocatable: dict[str, str] = msgspec.field(default_factory=dict)
     nvlink: bool = True
     """False: the node has no multi-node NVLink (no fabric, no clique)."""
     gpu_api: GpuApi = "device-plugin"

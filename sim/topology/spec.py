@@ -44,6 +44,39 @@ class CliqueSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     trays: str | int
 
 
+LabelMap = dict[Annotated[str, msgspec.Meta(min_length=1, max_length=316)], str]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class TaintSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A taint the node's kubelet registers the node with (``--register-with-taints``)."""
+
+    key: Annotated[str, msgspec.Meta(min_length=1, max_length=316)]
+    value: str = ""
+    effect: TaintEffect
+
+
+class AllocatableSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the node's kubelet reports as capacity and allocatable, instead of its defaults
+    (Kubernetes quantities, e.g. ``"72"``, ``"480Gi"``); fields left out keep the default."""
+
+    cpu: str | None = None
+    memory: str | None = None
+    ephemeral_storage: str | None = None
+    pods: str | None = None
+
+
+class NodeGroupSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Some trays of a rack that differ from the rest: their labels are added to the rack's,
+    their taints replace the rack's, their allocatable fields override the rack's."""
+
+    # Tray indices as a list of ranges, like a clique's trays.
+    trays: str | int
+    labels: LabelMap | None = None
+    taints: tuple[TaintSpec, ...] | None = None
+    allocatable: AllocatableSpec | None = None
+
+
 class RackSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One NVLink domain. Fields left out take the topology-wide value."""
 
@@ -65,6 +98,13 @@ class RackSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # ResourceSlice, no nvidia.com/gpu), or both at once (a node part way through a migration,
     # where both describe the same GPUs). docs/simulated-gpu-driver.md
     gpu_api: GpuApi = "device-plugin"
+    # What the scheduler checks besides GPUs, for every node of the rack: extra node labels
+    # (e.g. a pool), taints registered with the node, allocatable overrides; node_groups set
+    # them for some trays only.
+    labels: LabelMap | None = None
+    taints: tuple[TaintSpec, ...] | None = None
+    allocatable: AllocatableSpec | None = None
+    node_groups: tuple[NodeGroupSpec, ...] | None = None
 
 
 def _default_racks() -> tuple[RackSpec, ...]:

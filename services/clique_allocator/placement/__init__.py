@@ -8,7 +8,8 @@ domain's new pods per slice, node by node, its IMEX channel, its updated reserva
 
 Modules, one concept each: ``model`` (inputs), ``decision`` (outputs), ``state`` (a clique's
 derived state), ``view`` (the whole cluster), ``layout`` (checking a request, fixed slice sizes),
-``fill`` and ``span`` (pods onto nodes), ``score`` (choosing a clique), ``cut`` (the fewest
+``fill`` and ``span`` (pods onto nodes), ``limits`` (a clique as one gang's own constraints
+leave it), ``score`` (choosing a clique), ``cut`` (the fewest
 slices for a gang larger than a clique), ``engine`` (the decision), ``release`` (shrinking),
 ``messages`` (the human-readable reasons).
 See docs/placement.md for the policy and its tie-breaks.
@@ -27,6 +28,7 @@ from services.clique_allocator.placement.model import (
     Clique,
     GangRequest,
     Node,
+    NodeLimits,
     NodeShare,
     Reservation,
     SliceTarget,
@@ -43,6 +45,7 @@ __all__ = [
     "Decision",
     "GangRequest",
     "Node",
+    "NodeLimits",
     "NodeShare",
     "NodeState",
     "NotPlaced",

@@ -33,6 +33,10 @@ class Reason(enum.StrEnum):
     """A slice's clique is no longer in the cluster (its nodes were relabelled or removed)."""
     NO_FREE_CHANNEL = "NoFreeChannel"
     """Every clique with room has all of its IMEX channels in use."""
+    POD_CONSTRAINTS = "PodConstraints"
+    """The GPUs are there, but the pods' own constraints (node selector, affinity, taints
+    they do not tolerate, CPU, memory, storage or pod count, anti-affinity) rule out the
+    nodes that have them; the message names the constraint and the nodes."""
 
 
 class SlicePlacement(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,13 +14,17 @@
    to one slice in the best-scoring clique with room (or wait for one), and more are cut into
    the fewest slices that fit (``cut``). Where inside a clique a slice goes is ``slice.py``'s.
 
-All or nothing: if any step fails, nothing is placed and the reason names the slice. A
-domain's channel in a clique is the one it already has there (any of its slices), else the
-clique's lowest free one. Decisions depend only on the view and the request (every order is
-by explicit keys), so the same input always gives the same output.
+A gang whose pods' constraints rule out or cap nodes (``request.limits``) is placed on the
+view those limits leave (``limits.py``). All or nothing: if any step fails, nothing is placed
+and the reason names the slice. A domain's channel in a clique is the one it already has
+there (any of its slices), else the clique's lowest free one. Decisions depend only on the
+view and the request (every order is by explicit keys), so the same input always gives the
+same output.
 """
 
 from __future__ import annotations
+
+import msgspec
 
 from services.clique_allocator.placement import messages
 from services.clique_allocator.placement.cut import Shortfall, fewest_slices
@@ -108,7 +112,50 @@ class _Progress:
 
 
 def place(view: ClusterView, request: GangRequest) -> Decision:
-    """Place the domain's pods beyond those it holds, or say why not (see module docstring)."""
+    """Place the domain's pods beyond those it holds, or say why not (see module docstring).
+
+    With ``request.limits`` the gang is placed on the view its limits leave
+    (:meth:`ClusterView.restricted`). When that fails and the cluster without the limits would
+    have room for it (:func:`_room_without`), the constraints are why it waits
+    (``PodConstraints``, the message naming them); if not, the reason stays and the message
+    mentions them too.
+    """
+    limits = request.limits
+    if limits is None or not limits.nodes:
+        return _place(view, request)
+    decision = _place(
+        view.restricted(request.domain, limits, gpus_per_pod=request.gpus_per_pod), request
+    )
+    if not isinstance(decision, NotPlaced) or not limits.why:
+        return decision
+    if not _room_without(view, request):
+        message = messages.also_constrained(why=limits.why, message=decision.message)
+        return msgspec.structs.replace(decision, message=message)
+    message = messages.constrained(why=limits.why, message=decision.message)
+    return NotPlaced(domain=request.domain, reason=Reason.POD_CONSTRAINTS, message=message)
+
+
+def _room_without(view: ClusterView, request: GangRequest) -> bool:
+    """Whether the gang would be placed without its limits. A gang that only asks for new pods
+    in the usual way is judged by the cliques' room (one clique with room for all of it, or,
+    for a gang larger than any clique, room enough in all), which costs a few lookups; any
+    other request is placed for real."""
+    if request.targets or request.moves or request.span is not None or request.extend_last:
+        free = _place(view, msgspec.structs.replace(request, limits=None))
+        return not isinstance(free, NotPlaced)
+    gpus = request.gpus_per_pod
+    pods = request.new_pods
+    room = view.most_room(gpus)
+    largest = view.largest_clique(gpus)
+    if room is None or largest is None:
+        return False
+    wanted = pods if request.slice_pods is None else min(pods, request.slice_pods)
+    if wanted <= largest[0]:
+        return room[0] >= wanted
+    return sum(state.capacity(gpus) for state in view.cliques) >= pods
+
+
+def _place(view: ClusterView, request: GangRequest) -> Decision:
     held = view.reservations_of(request.domain)
     problem = request_problem(request, node_sizes=view.node_sizes, held=held)
     if problem is not None:

@@ -8,7 +8,7 @@ def gpus(count: int) -> str:
 
 
 def pods_of(pods: int, gpus_per_pod: int) -> str:
-    return f"{pods} pod{_plural(pods)} of {gpus(gpus_per_pod)}"
+    return f"{pods} pod{plural(pods)} of {gpus(gpus_per_pod)}"
 
 
 def no_room(
@@ -16,7 +16,7 @@ def no_room(
 ) -> str:
     """No clique has room now; ``best`` is (room, clique) of the clique with the most."""
     if whole_nodes:
-        wanted = f"no clique has {pods} nodes with {gpus_per_pod} free GPU{_plural(gpus_per_pod)}"
+        wanted = f"no clique has {pods} nodes with {gpus_per_pod} free GPU{plural(gpus_per_pod)}"
     else:
         wanted = f"no clique has room for {pods_of(pods, gpus_per_pod)}"
     if best is None:
@@ -51,14 +51,14 @@ def larger_than_any(
 def larger_than_cluster(*, pods: int, gpus_per_pod: int, room: int, cliques: int) -> str:
     return (
         f"{pods_of(pods, gpus_per_pod)} exceed the whole cluster even when empty: its "
-        f"{cliques} clique{_plural(cliques)} take {room} such pods in all"
+        f"{cliques} clique{plural(cliques)} take {room} such pods in all"
     )
 
 
 def no_room_together(*, pods: int, gpus_per_pod: int, room: int, cliques: int) -> str:
     return (
         f"the cliques together have room for {room} of {pods_of(pods, gpus_per_pod)} now "
-        f"({cliques} clique{_plural(cliques)} with room)"
+        f"({cliques} clique{plural(cliques)} with room)"
     )
 
 
@@ -69,9 +69,19 @@ def clique_full(*, clique: str, pods: int, gpus_per_pod: int, room: int) -> str:
     )
 
 
+def constrained(*, why: str, message: str) -> str:
+    """A gang the pods' constraints keep out: which nodes they rule out, then what is left."""
+    return f"{why}; on the nodes left, {message}"
+
+
+def also_constrained(*, why: str, message: str) -> str:
+    """A gang that waits for GPUs, whose pods' constraints rule out nodes as well."""
+    return f"{message} (besides, {why})"
+
+
 def in_slice(message: str, *, slice_index: int, slices: int) -> str:
     return f"slice {slice_index + 1} of {slices}: {message}" if slices > 1 else message
 
 
-def _plural(count: int) -> str:
+def plural(count: int) -> str:
     return "" if count == 1 else "s"

@@ -90,6 +90,34 @@ class SliceTarget(msgspec.Struct, frozen=True, kw_only=True):
     pods: NonNegative
 
 
+class NodeLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the gang's pods can be scheduled beyond GPUs, from their own specs (node
+    selector, affinity, tolerations, CPU/memory/storage/pod count, anti-affinity).
+
+    The engine places the gang as if ``excluded`` nodes were not in their cliques, and as if a
+    node of ``most_pods`` had room for no more of the domain's pods than that; ``preferred``
+    orders nodes that tie otherwise (higher first). ``why`` says in one phrase which nodes the
+    constraints rule out, for the message of a gang that waits because of them.
+    """
+
+    excluded: frozenset[str] = frozenset()
+    """Nodes where no pod of the gang can be scheduled."""
+    most_pods: dict[str, int] = msgspec.field(default_factory=dict)
+    """Per node, the most pods of the domain it can hold in all (its pods there now
+    included); a node not listed is limited by its GPUs only."""
+    preferred: dict[str, int] = msgspec.field(default_factory=dict)
+    """Per node, the weight of the pods' preferred node affinity terms it matches."""
+    why: str = ""
+    cliques: frozenset[str] | None = None
+    """The cliques of the nodes the limits name, when the caller knows them (else the engine
+    looks them up)."""
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        """Every node the limits say something about."""
+        return self.excluded | self.most_pods.keys() | self.preferred.keys()
+
+
 class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a domain wants beyond what it holds; the engine places it all or nothing.
 
@@ -105,6 +133,8 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
       share a node (the ComputeDomain's ``spec.gang.nodes``, shared evenly among slices).
     - ``moves``: slices the domain holds that fail over: each one's reservation is dropped and
       a slice of the same index and ``pods`` pods is placed in another clique (failover).
+    - ``limits``: the nodes the pods' own constraints rule out or cap (:class:`NodeLimits`);
+      None when they rule out nothing.
     """
 
     domain: str
@@ -115,3 +145,4 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
     extend_last: bool = False
     span: Positive | None = None
     moves: tuple[SliceTarget, ...] = ()
+    limits: NodeLimits | None = None

@@ -56,6 +56,9 @@ class CliqueState(msgspec.Struct, frozen=True, kw_only=True):
     """Free GPUs on usable nodes."""
     capacities: Mapping[int, int]
     """Pods the clique can take now, per pod size that divides one of its node sizes."""
+    empty_capacities: Mapping[int, tuple[int, int]] | None = None
+    """(pods, nodes) per pod size if the clique were empty, where the gang's limits cap
+    nodes (``limits.py``); None: every node takes as many pods as its GPUs do."""
 
     @property
     def channels_in_use(self) -> int:
@@ -67,6 +70,8 @@ class CliqueState(msgspec.Struct, frozen=True, kw_only=True):
 
     def size_capacity(self, gpus_per_pod: int) -> tuple[int, int]:
         """(pods, nodes) of ``gpus_per_pod`` GPUs the clique could take if empty and healthy."""
+        if self.empty_capacities is not None:
+            return self.empty_capacities.get(gpus_per_pod, (0, 0))
         fitting = [(gpus, count) for gpus, count in self.node_sizes if gpus % gpus_per_pod == 0]
         return (
             sum(count * (gpus // gpus_per_pod) for gpus, count in fitting),
@@ -113,16 +118,34 @@ def build_clique_state(clique: Clique, reservations: Iterable[Reservation]) -> C
         )
         for node in ordered
     )
-    buckets = _buckets(nodes)
+    return derive_clique_state(
+        clique.id,
+        nodes,
+        channels=channels,
+        lowest_free_channel=next((c for c in range(MAX_CHANNELS) if c not in used), None),
+    )
+
+
+def derive_clique_state(
+    clique_id: str,
+    nodes: tuple[NodeState, ...],
+    *,
+    channels: Mapping[str, int],
+    lowest_free_channel: int | None,
+    preferred: Mapping[str, int] | None = None,
+) -> CliqueState:
+    """A clique's state from its nodes' free GPUs; within a bucket, nodes of higher
+    ``preferred`` weight come first (then slot order)."""
+    buckets = _buckets(nodes, preferred)
     sizes = _node_sizes(nodes)
     pod_sizes = {g for size, _ in sizes for g in range(1, size + 1) if size % g == 0}
     return CliqueState(
-        id=clique.id,
+        id=clique_id,
         nodes=nodes,
         buckets=buckets,
         node_sizes=sizes,
         domain_channels=channels,
-        lowest_free_channel=next((c for c in range(MAX_CHANNELS) if c not in used), None),
+        lowest_free_channel=lowest_free_channel,
         free_gpus=sum(bucket.free * len(bucket.nodes) for bucket in buckets),
         capacities={
             g: sum(len(bucket.nodes) * bucket.pods_per_node(g) for bucket in buckets)
@@ -131,11 +154,16 @@ def build_clique_state(clique: Clique, reservations: Iterable[Reservation]) -> C
     )
 
 
-def _buckets(nodes: tuple[NodeState, ...]) -> tuple[Bucket, ...]:
+def _buckets(
+    nodes: tuple[NodeState, ...], preferred: Mapping[str, int] | None
+) -> tuple[Bucket, ...]:
     grouped: dict[tuple[int, int], list[int]] = {}
     for index, node in enumerate(nodes):
         if node.usable and node.free > 0:
             grouped.setdefault((node.free, node.gpus), []).append(index)
+    if preferred:
+        for members in grouped.values():
+            members.sort(key=lambda index: -preferred.get(nodes[index].name, 0))
     return tuple(
         Bucket(free=free, gpus=gpus, nodes=tuple(grouped[free, gpus]))
         for free, gpus in sorted(grouped)

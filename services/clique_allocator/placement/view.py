@@ -10,9 +10,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from services.clique_allocator.placement.model import Clique, Reservation
+from services.clique_allocator.placement.limits import limit_state, own_pods
+from services.clique_allocator.placement.model import Clique, NodeLimits, Reservation
 from services.clique_allocator.placement.score import pod_shapes
 from services.clique_allocator.placement.state import CliqueState, build_clique_state
+
+MEMO_LIMIT = 8192
+"""Limited clique states kept (``restricted``) before the memo starts afresh."""
 
 
 class ClusterView:
@@ -23,6 +27,8 @@ class ClusterView:
         "_domain_cliques",
         "_domains",
         "_largest",
+        "_limited",
+        "_limits",
         "_node_clique",
         "_room",
         "_shapes",
@@ -44,6 +50,12 @@ class ClusterView:
     """Memo per pod size: the most pods one clique takes now, and that clique."""
     _largest: dict[int, tuple[int, int, str] | None]
     """Memo per pod size: the most (pods, nodes) one clique takes when empty, and that clique."""
+    _limits: tuple[str, NodeLimits, int] | None
+    """(domain, limits, GPUs per pod) when the view is one gang's (:meth:`restricted`)."""
+    _limited: dict[tuple[int, int, int], tuple[CliqueState, NodeLimits, CliqueState]]
+    """Memo of :meth:`restricted` for gangs with no pods in the clique, shared by every view
+    advanced from one another: (state, limits, pod size) -> the limited state. Entries hold
+    their keys' objects, so an id is never taken for another object's."""
 
     @classmethod
     def build(
@@ -87,6 +99,8 @@ class ClusterView:
         self._sizes = ()
         self._room = {}
         self._largest = {}
+        self._limits = None
+        self._limited = {}
 
     @property
     def cliques(self) -> tuple[CliqueState, ...]:
@@ -165,10 +179,47 @@ class ClusterView:
         for clique_id in sorted(before | after):
             clique = view._cliques.get(clique_id)
             if clique is not None:
-                view._states[clique_id] = build_clique_state(
-                    clique, view._reservations_in(clique_id)
-                )
+                view._states[clique_id] = view._state_of(clique)
         return view
+
+    def restricted(self, domain: str, limits: NodeLimits, *, gpus_per_pod: int) -> ClusterView:
+        """This view as ``domain``'s gang sees it under ``limits`` (``limits.py``): the cliques
+        with a node the limits name are derived again; the others are shared. Views advanced
+        from it (``with_domain``) keep the limits."""
+        view = self._copy()
+        view._limits = (domain, limits, gpus_per_pod)
+        view._largest = {}
+        own = own_pods(self._domains.get(domain, ()))
+        owned = {self._node_clique.get(node) for node in own}
+        touched = (
+            limits.cliques
+            if limits.cliques is not None
+            else {self._node_clique.get(node) for node in limits.nodes}
+        )
+        if len(self._limited) > MEMO_LIMIT:
+            self._limited.clear()
+        for clique_id in sorted(c for c in touched if c is not None):
+            base = self._states[clique_id]
+            key = (id(base), id(limits), gpus_per_pod)
+            hit = self._limited.get(key)
+            if clique_id not in owned and hit is not None:
+                assert hit[0] is base and hit[1] is limits
+                view._states[clique_id] = hit[2]
+                continue
+            limited = limit_state(base, limits, own=own, gpus_per_pod=gpus_per_pod)
+            if clique_id not in owned:
+                self._limited[key] = (base, limits, limited)
+            view._states[clique_id] = limited
+        return view
+
+    def _state_of(self, clique: Clique) -> CliqueState:
+        """The clique's state from the view's reservations (and limits, if it has some)."""
+        state = build_clique_state(clique, self._reservations_in(clique.id))
+        if self._limits is None:
+            return state
+        domain, limits, gpus_per_pod = self._limits
+        own = own_pods(self._domains.get(domain, ()))
+        return limit_state(state, limits, own=own, gpus_per_pod=gpus_per_pod)
 
     def with_clique(self, clique: Clique) -> ClusterView:
         """This view with ``clique`` added or replaced (nodes joined, left, changed health).
@@ -194,7 +245,7 @@ class ClusterView:
             view._domain_cliques[domain] = touched
             for clique_id in touched:
                 view._touching[clique_id] = view._touching.get(clique_id, frozenset()) | {domain}
-        view._states[clique.id] = build_clique_state(clique, view._reservations_in(clique.id))
+        view._states[clique.id] = view._state_of(clique)
         view._states = {clique_id: view._states[clique_id] for clique_id in view._cliques}
         view._index_sizes()
         view._largest = {}
@@ -218,6 +269,8 @@ class ClusterView:
         view._sizes = self._sizes
         # Sizes of empty cliques depend on nodes only, so the memo holds until with_clique.
         view._largest = self._largest
+        view._limits = self._limits
+        view._limited = self._limited
         return view
 
     def _cliques_touched(self, reservations: Iterable[Reservation]) -> frozenset[str]:

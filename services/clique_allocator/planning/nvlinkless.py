@@ -4,7 +4,8 @@ NVIDIA's driver runs a ComputeDomain on nodes without a clique too: nothing is i
 job's collective library uses another transport. cdo does the same, per domain:
 
 - a domain with no record yet runs without IMEX when no clique can take even one of its pods
-  (there is no clique, or none has a node for pods of its size) and at least one GPU node on
+  (there is no clique, none has a node for pods of its size, or the pods' own constraints rule
+  out every clique node that has) and at least one GPU node on
   no NVLink fabric takes new pods (``cdo.dev/multi-node-nvlink=false``, see ``nodes.py``);
 - its record says so (``multiNodeNvlink: false``, no slices, no channel) and keeps saying so for
   the domain's life: a clique that appears later does not move pods that already run;
@@ -19,20 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.clique_allocator.placement import ClusterView
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Pod
 
 
-def runs_without_nvlink(
-    placement: PlacementSpec | None, *, view: ClusterView, gpus_per_pod: int, nodes: int
-) -> bool:
-    """Whether the domain runs without IMEX (see the module docstring); ``nodes`` counts the
-    GPU nodes on no NVLink fabric that take new pods."""
+def runs_without_nvlink(placement: PlacementSpec | None, *, clique_room: int, nodes: int) -> bool:
+    """Whether the domain runs without IMEX (see the module docstring): ``clique_room`` is the
+    most of its pods one clique takes when empty (on the nodes its pods' constraints allow),
+    ``nodes`` counts the GPU nodes on no NVLink fabric that take new pods."""
     if placement is not None:
         return not placement.multi_node_nvlink
-    largest = view.largest_clique(gpus_per_pod)
-    return nodes > 0 and (largest is None or largest[0] == 0)
+    return nodes > 0 and clique_room == 0
 
 
 def record_without_nvlink(*, gpus_per_pod: int, size: int) -> PlacementSpec:

@@ -13,6 +13,7 @@ import msgspec
 from services.clique_allocator.placement import (
     ClusterView,
     GangRequest,
+    NodeLimits,
     NotPlaced,
     Placed,
     Reservation,
@@ -39,6 +40,7 @@ def reserve(
     gpus_per_pod: int,
     slice_size: int | None,
     span: int | None,
+    limits: NodeLimits | None = None,
 ) -> Reserved:
     """Reserve the growth (see the module docstring)."""
     current = {hold.index: hold for hold in growth.holds}
@@ -56,6 +58,7 @@ def reserve(
         slice_pods=slice_size,
         extend_last=growth.extend_last,
         span=span,
+        limits=limits,
     )
     decision = place(view.with_domain(key, held), request)
     if isinstance(decision, NotPlaced):

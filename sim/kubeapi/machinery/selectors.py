@@ -3,30 +3,19 @@
 Parsing follows the grammar and operators of the API server; a selector that does not
 parse, or a field the kind does not index, raises a 400 BadRequest ApiError.
 
-:func:`requirement_holds` is the one label-matching rule of the tree: the emulator's
-selectors and the simulated scheduler's label and node selectors all match through it.
+:func:`~shared.scheduling.labels.requirement_holds` is the one label-matching rule of the tree:
+the emulator's selectors, the simulated scheduler's and the clique allocator's label and node
+selectors all match through it.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.scheduling.labels import LABEL_SELECTOR_OPERATORS, OPERATORS, Op, requirement_holds
 from sim.kubeapi.machinery import errors, names
-
-
-class Op(enum.Enum):
-    IN = "in"
-    NOT_IN = "notin"
-    EQUALS = "="
-    DOUBLE_EQUALS = "=="
-    NOT_EQUALS = "!="
-    EXISTS = "exists"
-    DOES_NOT_EXIST = "!"
-    GREATER = "gt"
-    LESS = "lt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,44 +26,6 @@ class Requirement:
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return requirement_holds(self.op, self.key, self.values, labels)
-
-
-# The operators of metav1.LabelSelectorRequirement and core/v1 NodeSelectorRequirement.
-OPERATORS = {
-    "In": Op.IN,
-    "NotIn": Op.NOT_IN,
-    "Exists": Op.EXISTS,
-    "DoesNotExist": Op.DOES_NOT_EXIST,
-    "Gt": Op.GREATER,
-    "Lt": Op.LESS,
-}
-LABEL_SELECTOR_OPERATORS = frozenset({Op.IN, Op.NOT_IN, Op.EXISTS, Op.DOES_NOT_EXIST})
-
-
-def requirement_holds(op: Op, key: str, values: Collection[str], labels: Mapping[str, str]) -> bool:
-    """Whether ``labels`` satisfy one requirement on ``key``.
-
-    ``Gt``/``Lt`` compare integers: a label or a bound that is not one, or anything but a
-    single bound, does not match, as in Kubernetes.
-    """
-    if op in (Op.IN, Op.EQUALS, Op.DOUBLE_EQUALS):
-        value = labels.get(key)
-        return value is not None and value in values
-    if op in (Op.NOT_IN, Op.NOT_EQUALS):
-        value = labels.get(key)
-        return value is None or value not in values
-    if op is Op.EXISTS:
-        return key in labels
-    if op is Op.DOES_NOT_EXIST:
-        return key not in labels
-    value = labels.get(key)
-    if value is None or len(values) != 1:
-        return False
-    try:
-        have, bound = int(value), int(next(iter(values)))
-    except ValueError:
-        return False
-    return have > bound if op is Op.GREATER else have < bound
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,11 @@ def node(
     unschedulable: bool = False,
     annotations: dict[str, str] | None = None,
     conditions: list[dict[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
+    allocatable: dict[str, str] | None = None,
 ) -> Node:
-    labels = {"kubernetes.io/hostname": name}
+    extra_labels = labels or {}
+    labels = {"kubernetes.io/hostname": name, **extra_labels}
     if clique is not None:
         labels["nvidia.com/gpu.clique"] = clique
         labels["cdo.dev/nvlink-domain"] = clique.split(".")[0]
@@ -45,7 +48,7 @@ def node(
         "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
         "spec": {"unschedulable": unschedulable, "taints": taints or []},
         "status": {
-            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "allocatable": {"nvidia.com/gpu": str(gpus), **(allocatable or {})},
             "conditions": [{"type": "Ready", "status": ready}, *(conditions or [])],
         },
     }
@@ -72,19 +75,23 @@ def pod(
     labels: dict[str, str] | None = None,
     created: int = 0,
     uid: str = "",
+    requests: dict[str, str] | None = None,
+    spec_extra: dict[str, Any] | None = None,
 ) -> Pod:
+    resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    if requests:
+        resources["requests"] = requests
     spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}},
-        ],
+        "containers": [{"name": "main", "resources": resources}],
         "nodeName": node_name,
+        **(spec_extra or {}),
     }
     if template is not None:
         spec["resourceClaims"] = [{"name": "channel", "resourceClaimTemplateName": template}]
     if gated:
         spec["schedulingGates"] = [{"name": "cdo.dev/placement"}]
     if pinned_to:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": pinned_to}
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), "kubernetes.io/hostname": pinned_to}
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,

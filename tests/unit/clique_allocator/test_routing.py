@@ -60,14 +60,22 @@ def test_a_pod_routes_when_its_facts_change() -> None:
 def test_a_pod_outside_every_placement_moves_capacity() -> None:
     foreign = pod("x", template=None, gated=False, node_name="a-n00", phase="Running")
     assert pod_changed(None, foreign, domains_of=domains_of, recorded=never_recorded) == Routed(
-        capacity=False
+        capacity=False, usage=False
     )
     done = pod("x", template=None, gated=False, node_name="a-n00", phase="Succeeded")
     routed = pod_changed(foreign, done, domains_of=domains_of, recorded=never_recorded)
-    assert routed == Routed(capacity=True)
+    assert routed == Routed(capacity=True, usage=True)
     # The same pod named in a Placement: its GPUs are the Placement's, capacity is unchanged.
     routed = pod_changed(foreign, done, domains_of=domains_of, recorded=lambda _pod: True)
     assert routed.capacity is None
+
+
+def test_a_pod_without_gpus_moves_only_what_nodes_hold_for_other_pods() -> None:
+    cpu_only = pod("x", template=None, gated=False, node_name="a-n00", phase="Running", gpus=0)
+    bound = pod_changed(None, cpu_only, domains_of=domains_of, recorded=never_recorded)
+    assert bound == Routed(usage=False)
+    gone = pod_changed(cpu_only, None, domains_of=domains_of, recorded=never_recorded)
+    assert gone == Routed(usage=True)
 
 
 def test_a_node_routes_on_facts_not_heartbeats() -> None:

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from shared.kube.models import Taint, Toleration
+from shared.scheduling.taints import toleration_matches
 from sim.scheduler.facts import NodeUsage, node_facts
 from sim.scheduler.filters import (
     NODE_AFFINITY,
@@ -18,7 +19,6 @@ from sim.scheduler.filters import (
     filter_taints,
     filter_unschedulable,
     node_filter_reasons,
-    toleration_matches,
 )
 from tests.unit.scheduler.builders import facts, make_node, make_pod
 

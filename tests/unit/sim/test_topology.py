@@ -203,3 +203,62 @@ def test_bad_topology_file_error_names_the_file_and_the_field(tmp_path: Path) ->
 def test_missing_file_is_a_topology_error(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match="cannot be read"):
         load_topology(tmp_path / "absent.yaml")
+
+
+SCHEDULING = """
+racks:
+  - name: rack-0
+    nodes: 4
+    labels: {pool: general}
+    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+    allocatable: {memory: 480Gi}
+    node_groups:
+      - trays: 2-3
+        labels: {pool: training, tier: a}
+        taints: []
+        allocatable: {cpu: "72"}
+"""
+
+
+def test_racks_and_node_groups_set_labels_taints_and_allocatable_per_tray() -> None:
+    nodes = parse_topology(SCHEDULING).racks["rack-0"]
+    assert [node.labels for node in nodes] == [
+        {"pool": "general"},
+        {"pool": "general"},
+        {"pool": "training", "tier": "a"},
+        {"pool": "training", "tier": "a"},
+    ]
+    assert [len(node.taints) for node in nodes] == [1, 1, 0, 0]
+    assert nodes[0].taints[0].effect == "NoSchedule"
+    assert nodes[0].allocatable == {"memory": "480Gi"}
+    assert nodes[3].allocatable == {"memory": "480Gi", "cpu": "72"}
+
+
+@pytest.mark.parametrize(
+    ("fragment", "field"),
+    [
+        ("allocatable: {memory: lots}", "racks[0].allocatable.memory"),
+        ("allocatable: {pods: 1.5}", "racks[0].allocatable.pods"),
+        ("node_groups: [{trays: 7}]", "racks[0].node_groups[0].trays"),
+    ],
+)
+def test_a_bad_scheduling_field_names_itself(fragment: str, field: str) -> None:
+    with pytest.raises(TopologyError) as caught:
+        parse_topology(f"racks:\n  - name: r\n    nodes: 4\n    {fragment}\n")
+    assert caught.value.field == field
+
+
+def test_the_kubelet_registers_the_topologys_labels_taints_and_allocatable() -> None:
+    from datetime import UTC, datetime
+
+    from sim.kubelet.nodeobject import registration_body
+    from sim.kubelet.settings import KubeletSettings
+
+    node = parse_topology(SCHEDULING).racks["rack-0"][0]
+    body = registration_body(node, KubeletSettings(), labels={}, now=datetime.now(UTC))
+    assert body["metadata"]["labels"]["pool"] == "general"
+    assert body["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
+    assert body["status"]["allocatable"]["memory"] == "480Gi"
+    assert body["status"]["allocatable"]["cpu"] == "144"

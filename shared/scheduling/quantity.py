@@ -1,8 +1,8 @@
 """Kubernetes resource quantities ("100m", "2Gi", "1.5", "1e3") as integer milli-units.
 
-Every amount the scheduler adds or compares is kept in milli-units, rounded up, as the
-API server's own arithmetic does for fractional values; so "100m" CPU is 100 and "1Gi" of
-memory is 1073741824000.
+Every amount the simulated scheduler and the clique allocator add or compare is kept in
+milli-units, rounded up, as the API server's own arithmetic does for fractional values; so
+"100m" CPU is 100 and "1Gi" of memory is 1073741824000.
 """
 
 from __future__ import annotations

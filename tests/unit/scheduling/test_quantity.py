@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.scheduler.quantity import QuantityError, format_milli, parse_milli, parse_milli_or_zero
+from shared.scheduling.quantity import QuantityError, format_milli, parse_milli, parse_milli_or_zero
 
 
 @pytest.mark.parametrize(
