@@ -7,6 +7,7 @@ import msgspec
 
 from services.clique_allocator.gang import GangSize
 from services.clique_allocator.nodes import without_nvlink
+from services.clique_allocator.placement import NodeLimits
 from services.clique_allocator.plan import WITHOUT_NVLINK, Pin, Plan, plan_domain
 from services.clique_allocator.routing import node_changed
 from services.clique_allocator.writes import pin_patch
@@ -20,7 +21,13 @@ PODS = [pod(f"train-{i}", gpus=8) for i in range(4)]
 RECORD = PlacementSpec(gpus_per_pod=8, size=4, multi_node_nvlink=False)
 
 
-def run(*, nodes: list[Node], without: int, placement: PlacementSpec | None = None) -> Plan:
+def run(
+    *,
+    nodes: list[Node],
+    without: int,
+    placement: PlacementSpec | None = None,
+    limits: NodeLimits | None = None,
+) -> Plan:
     return plan_domain(
         key="default/train",
         domain=domain(),
@@ -29,6 +36,7 @@ def run(*, nodes: list[Node], without: int, placement: PlacementSpec | None = No
         gang=GangSize(pods=4, source="ReplicaSet"),
         view=view(nodes, **({"train": placement} if placement is not None else {})),
         nodes_without_nvlink=without,
+        limits=(lambda _gpus: limits) if limits is not None else None,
     )
 
 
@@ -68,6 +76,15 @@ def test_a_clique_that_can_take_the_pods_wins_over_nodes_without_nvlink() -> Non
     plan = run(nodes=eight, without=4)
     assert plan.record is not None and plan.record.multi_node_nvlink
     assert {pin.node for pin in plan.pins} == {f"a-n{i}" for i in range(4)}
+
+
+def test_pods_whose_constraints_rule_out_every_clique_node_go_to_nodes_without_nvlink() -> None:
+    """A mixed cluster: the pods select the pool of servers without NVLink (say by a node
+    selector no tray matches), so no clique can take them."""
+    eight = [node(f"a-n{i}", clique=CLIQUE_A, gpus=8) for i in range(4)]
+    ruled_out = NodeLimits(excluded=frozenset(n.metadata.name for n in eight), why="selector")
+    assert run(nodes=eight, without=4, limits=ruled_out).record == RECORD
+    assert run(nodes=eight, without=0, limits=ruled_out).record is None  # waits instead
 
 
 def test_which_nodes_count_as_without_nvlink() -> None:
