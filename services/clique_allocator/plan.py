@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Literal
 
 import msgspec
 
@@ -36,8 +35,8 @@ from services.clique_allocator.gang import (
     gpus_per_pod,
     plugin_gpus,
 )
-from services.clique_allocator.objects import finished, gated
-from services.clique_allocator.placement import ClusterView, NodeLimits, Reservation
+from services.clique_allocator.objects import finished
+from services.clique_allocator.placement import ClusterView, NodeLimits
 from services.clique_allocator.planning.failover import FailedOver, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
@@ -48,13 +47,11 @@ from services.clique_allocator.planning.hold import (
     waited,
 )
 from services.clique_allocator.planning.notices import Notice, change_notices, deleted
-from services.clique_allocator.planning.nvlinkless import (
-    record_without_nvlink,
-    released_pods,
-    runs_without_nvlink,
-)
+from services.clique_allocator.planning.nvlinkless import plan_without_nvlink, runs_without_nvlink
+from services.clique_allocator.planning.outcome import Pin, Plan
 from services.clique_allocator.planning.pin import seat_pods
 from services.clique_allocator.planning.places import Places
+from services.clique_allocator.planning.pods import DomainPods, sort_pods
 from services.clique_allocator.planning.release import release
 from services.clique_allocator.planning.reserve import Reserved, reserve
 from services.clique_allocator.planning.slices import SliceHold, holds_of, record_of
@@ -65,55 +62,6 @@ from shared.kube.models import Pod
 
 INVALID_REQUEST = "InvalidRequest"
 PLACED = "Placed"
-WITHOUT_NVLINK = "PlacedWithoutNvlink"
-WITHOUT_NVLINK_MESSAGE = (
-    "no node the domain's pods can use has multi-node NVLink: the domain runs without IMEX, "
-    "its pods are placed by the scheduler and get no IMEX channel"
-)
-
-Action = Literal["keep", "write", "delete"]
-
-
-class Pin(msgspec.Struct, frozen=True, kw_only=True):
-    """Pin ``pod`` to ``node`` and remove its gate; ``waited``: it carries a False condition.
-    ``node`` "": only remove the gate, the scheduler chooses (a domain without IMEX)."""
-
-    pod: str
-    node: str
-    waited: bool = False
-
-
-class Plan(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything one reconcile of a domain does."""
-
-    action: Action = "keep"
-    record: PlacementSpec | None = None
-    """The record to write when ``action`` is ``write``."""
-    reservations: tuple[Reservation, ...] = ()
-    """The engine's reservations matching ``record`` (one per slice), to advance the view."""
-    pins: tuple[Pin, ...] = ()
-    holds: tuple[Hold, ...] = ()
-    notices: tuple[Notice, ...] = ()
-    waiting: bool = False
-    """Some of the domain's pods wait for capacity: try again when capacity changes."""
-    released: bool = False
-    """The domain gives GPUs back: gangs that wait may fit now."""
-    unknown_size: bool = False
-    """The gang's size cannot be told yet: look again soon."""
-    evictions: tuple[str, ...] = ()
-    """Pods of slices that failed over, to evict once the record is written."""
-    retry_after_s: float | None = None
-    """Look again after this long (a stuck slice's failover grace ends)."""
-
-
-class _Pods(msgspec.Struct, frozen=True, kw_only=True):
-    """The domain's live pods, split by what the plan does with them."""
-
-    by_name: Mapping[str, Pod]
-    repins: tuple[Pin, ...]
-    """Pods the record seats that still carry the gate: pin them again."""
-    waiting: tuple[Pod, ...]
-    """Gated pods the record does not seat."""
 
 
 class _Ask(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,29 +81,6 @@ class _Ask(msgspec.Struct, frozen=True, kw_only=True):
 
 LimitsOf = Callable[[int], NodeLimits | None]
 """GPUs per pod -> the gang's node limits (None: its pods may go to any usable node)."""
-
-
-def _sort_pods(live: Sequence[Pod], placement: PlacementSpec | None) -> _Pods:
-    seated = {
-        pod.name: (member.node, pod.uid)
-        for piece in (placement.all_slices if placement is not None else ())
-        for member in piece.members
-        for pod in member.pods
-    }
-
-    def seat_of(pod: Pod) -> str | None:
-        """The node the record seats this very pod on (not an earlier pod of its name)."""
-        node, uid = seated.get(pod.metadata.name, ("", ""))
-        return node if node and (not uid or uid == pod.metadata.uid) else None
-
-    usable = [pod for pod in live if pod.metadata.deletion_timestamp is None]
-    repins = tuple(
-        Pin(pod=pod.metadata.name, node=node, waited=waited(pod))
-        for pod in sorted(usable, key=lambda p: p.metadata.name)
-        if gated(pod) and (node := seat_of(pod)) is not None
-    )
-    waiting = tuple(pod for pod in usable if gated(pod) and seat_of(pod) is None)
-    return _Pods(by_name={pod.metadata.name: pod for pod in live}, repins=repins, waiting=waiting)
 
 
 def plan_domain(
@@ -191,7 +116,7 @@ def plan_domain(
         return Plan(action="delete", released=True, notices=farewell)
     if domain.deleting:
         return Plan()  # pods still use the domain's claims: hold everything until they end
-    sorted_pods = _sort_pods(live, placement)
+    sorted_pods = sort_pods(live, placement)
     if placement is None and not sorted_pods.waiting:
         return Plan(pins=sorted_pods.repins)
     if isinstance(gang, UnknownSize):
@@ -200,7 +125,7 @@ def plan_domain(
     if isinstance(ask, Plan):
         return ask
     if runs_without_nvlink(placement, clique_room=ask.clique_room, nodes=nodes_without_nvlink):
-        return _without_nvlink(placement, sorted_pods, ask)
+        return plan_without_nvlink(placement, sorted_pods, gpus_per_pod=ask.gpus, size=ask.pods)
     return _plan(
         key=key,
         domain=domain,
@@ -214,27 +139,7 @@ def plan_domain(
     )
 
 
-def _without_nvlink(placement: PlacementSpec | None, pods: _Pods, ask: _Ask) -> Plan:
-    """Release every gated pod to the scheduler; the record says the domain runs without IMEX."""
-    record = record_without_nvlink(gpus_per_pod=ask.gpus, size=ask.pods)
-    released = tuple(
-        Pin(pod=name, node="", waited=waited(pods.by_name[name]))
-        for name in released_pods(pods.waiting)
-    )
-    notices = (
-        (Notice(type="Normal", reason=WITHOUT_NVLINK, message=WITHOUT_NVLINK_MESSAGE),)
-        if placement is None
-        else ()
-    )
-    return Plan(
-        action="keep" if record == placement else "write",
-        record=record,
-        pins=(*pods.repins, *released),
-        notices=notices,
-    )
-
-
-def _refuse(pods: _Pods, waiting: Sequence[Pod], message: str) -> Plan:
+def _refuse(pods: DomainPods, waiting: Sequence[Pod], message: str) -> Plan:
     return Plan(
         pins=pods.repins,
         holds=holds(waiting, INVALID_REQUEST, message),
@@ -246,7 +151,7 @@ def _ask(
     key: str,
     domain: ComputeDomain,
     placement: PlacementSpec | None,
-    pods: _Pods,
+    pods: DomainPods,
     gang: GangSize,
     view: ClusterView,
     gpus_of: Callable[[Pod], int],
@@ -290,7 +195,7 @@ def _plan(
     key: str,
     domain: ComputeDomain,
     placement: PlacementSpec | None,
-    pods: _Pods,
+    pods: DomainPods,
     ask: _Ask,
     view: ClusterView,
     ranks: Mapping[str, int] | None,
@@ -347,7 +252,7 @@ def _release(
     key: str,
     domain: ComputeDomain,
     before: Sequence[SliceHold],
-    pods: _Pods,
+    pods: DomainPods,
     ask: _Ask,
     places: Places,
     view: ClusterView,
@@ -381,7 +286,7 @@ def _seat(
     *,
     placement: PlacementSpec | None,
     before: Sequence[SliceHold],
-    pods: _Pods,
+    pods: DomainPods,
     waiting: Sequence[Pod],
     held: list[Hold],
     ask: _Ask,

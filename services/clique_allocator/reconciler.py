@@ -30,8 +30,9 @@ from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks
 from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
 from services.clique_allocator.placement import ClusterView, NodeLimits
-from services.clique_allocator.plan import PLACED, Pin, Plan, plan_domain
+from services.clique_allocator.plan import PLACED, plan_domain
 from services.clique_allocator.planning.hold import Hold
+from services.clique_allocator.planning.outcome import Pin, Plan
 from services.clique_allocator.ranks import pod_rank
 from services.clique_allocator.records import owned_by
 from services.clique_allocator.state import ClusterState

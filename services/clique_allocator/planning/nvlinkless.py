@@ -20,8 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.clique_allocator.planning.hold import waited
+from services.clique_allocator.planning.notices import Notice
+from services.clique_allocator.planning.outcome import Pin, Plan
+from services.clique_allocator.planning.pods import DomainPods
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Pod
+
+WITHOUT_NVLINK = "PlacedWithoutNvlink"
+WITHOUT_NVLINK_MESSAGE = (
+    "no node the domain's pods can use has multi-node NVLink: the domain runs without IMEX, "
+    "its pods are placed by the scheduler and get no IMEX channel"
+)
 
 
 def runs_without_nvlink(placement: PlacementSpec | None, *, clique_room: int, nodes: int) -> bool:
@@ -40,3 +50,25 @@ def record_without_nvlink(*, gpus_per_pod: int, size: int) -> PlacementSpec:
 def released_pods(waiting: Sequence[Pod]) -> tuple[str, ...]:
     """The gated pods to hand to the scheduler, by name."""
     return tuple(sorted(pod.metadata.name for pod in waiting))
+
+
+def plan_without_nvlink(
+    placement: PlacementSpec | None, pods: DomainPods, *, gpus_per_pod: int, size: int
+) -> Plan:
+    """Release every gated pod to the scheduler; the record says the domain runs without IMEX."""
+    record = record_without_nvlink(gpus_per_pod=gpus_per_pod, size=size)
+    released = tuple(
+        Pin(pod=name, node="", waited=waited(pods.by_name[name]))
+        for name in released_pods(pods.waiting)
+    )
+    notices = (
+        (Notice(type="Normal", reason=WITHOUT_NVLINK, message=WITHOUT_NVLINK_MESSAGE),)
+        if placement is None
+        else ()
+    )
+    return Plan(
+        action="keep" if record == placement else "write",
+        record=record,
+        pins=(*pods.repins, *released),
+        notices=notices,
+    )

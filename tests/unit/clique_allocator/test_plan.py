@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from services.clique_allocator.gang import GangSize, UnknownSize
 from services.clique_allocator.placement import ClusterView
-from services.clique_allocator.plan import Pin, Plan, plan_domain
+from services.clique_allocator.plan import plan_domain
+from services.clique_allocator.planning.outcome import Pin, Plan
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Node, Pod

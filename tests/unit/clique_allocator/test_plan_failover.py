@@ -9,7 +9,8 @@ from datetime import timedelta
 import msgspec
 
 from services.clique_allocator.gang import GangSize
-from services.clique_allocator.plan import Plan, plan_domain
+from services.clique_allocator.plan import plan_domain
+from services.clique_allocator.planning.outcome import Plan
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Node, Pod

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from services.clique_allocator.gang import GangSize
 from services.clique_allocator.placement import ClusterView
-from services.clique_allocator.plan import Plan, plan_domain
+from services.clique_allocator.plan import plan_domain
+from services.clique_allocator.planning.outcome import Plan
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Node, Pod

@@ -8,7 +8,9 @@ import msgspec
 from services.clique_allocator.gang import GangSize
 from services.clique_allocator.nodes import without_nvlink
 from services.clique_allocator.placement import NodeLimits
-from services.clique_allocator.plan import WITHOUT_NVLINK, Pin, Plan, plan_domain
+from services.clique_allocator.plan import plan_domain
+from services.clique_allocator.planning.nvlinkless import WITHOUT_NVLINK
+from services.clique_allocator.planning.outcome import Pin, Plan
 from services.clique_allocator.routing import node_changed
 from services.clique_allocator.writes import pin_patch
 from shared.crds.placement import PlacementSpec
