@@ -22,6 +22,7 @@ return: the keys are queued, then a capacity change is reported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -196,6 +197,25 @@ def workload_changed(
     return [] if workload is None else domains_owned_by(workload.metadata.uid)
 
 
+def recorded_pod(caches: Caches, book: OwnWrites[Placement], pod: Pod) -> bool:
+    """The pod is named in its domain's Placement."""
+    for key in caches.domains_of(pod):
+        text = str(key)
+        placement = book.current(text, caches.placements.cache.get(text))
+        if placement is not None and pod.metadata.name in placement.spec.pod_names:
+            return True
+    return False
+
+
+def accounted_claim(caches: Caches, book: OwnWrites[Placement], claim: ResourceClaim) -> bool:
+    """The claim was made for a pod a Placement names (its GPUs count through the record)."""
+    owner = claim_owner(claim)
+    if owner is None:
+        return False
+    pod = caches.pods.cache.get(f"{owner[0]}/{owner[1]}")
+    return pod is not None and recorded_pod(caches, book, pod)
+
+
 def connect(
     caches: Caches,
     *,
@@ -215,14 +235,7 @@ def connect(
         if routed.usage is not None:
             on_usage(routed.usage)
 
-    def recorded(pod: Pod) -> bool:
-        """The pod is named in its domain's Placement."""
-        for key in caches.domains_of(pod):
-            text = str(key)
-            placement = book.current(text, caches.placements.cache.get(text))
-            if placement is not None and pod.metadata.name in placement.spec.pod_names:
-                return True
-        return False
+    recorded = functools.partial(recorded_pod, caches, book)
 
     def placed_on(node: str) -> list[ObjectKey]:
         return [key_of(p) for p in caches.placements.cache.by_index(BY_NODE, node)]
@@ -239,15 +252,8 @@ def connect(
     def on_node(old: Node | None, new: Node | None) -> None:
         apply(node_changed(old, new, placed_on=placed_on, dra_of=caches.published_gpus))
 
-    def claim_accounted(claim: ResourceClaim) -> bool:
-        owner = claim_owner(claim)
-        if owner is None:
-            return False
-        pod = caches.pods.cache.get(f"{owner[0]}/{owner[1]}")
-        return pod is not None and recorded(pod)
-
     def on_claim(old: ResourceClaim | None, new: ResourceClaim | None) -> None:
-        apply(claim_changed(old, new, accounted=claim_accounted))
+        apply(claim_changed(old, new, accounted=functools.partial(accounted_claim, caches, book)))
 
     def on_workload(kind: str) -> Callable[[Workload | None, Workload | None], None]:
         def route(old: Workload | None, new: Workload | None) -> list[ObjectKey]:
