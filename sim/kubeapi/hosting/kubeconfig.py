@@ -7,9 +7,11 @@ from typing import Any
 
 import yaml
 
+from sim.kubeapi.auth.identity import ADMIN_TOKEN
+
 CLUSTER = "cdo-sim"
 USER = "cdo-sim-admin"
-TOKEN = "cdo-sim-admin-token"
+TOKEN = ADMIN_TOKEN
 
 
 def kubeconfig(url: str, *, namespace: str = "default") -> dict[str, Any]:
