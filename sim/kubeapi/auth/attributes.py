@@ -47,7 +47,7 @@ def forbidden(attrs: Attributes, reason: str = "") -> errors.ApiError:
     """403 Forbidden as ``apierrors.NewForbidden`` builds it from the request's attributes."""
     why = forbidden_message(attrs) + (f": {reason}" if reason else "")
     if not attrs.resource_request:
-        return errors.ApiError(
-            code=403, reason="Forbidden", message=f"forbidden: {why}", details={}
-        )
+        denied = errors.ApiError(code=403, reason="Forbidden", message=f"forbidden: {why}")
+        denied.details = {}  # StatusDetails with every field empty: written as {}
+        return denied
     return errors.forbidden_error(attrs.resource, attrs.group, attrs.name, why)
