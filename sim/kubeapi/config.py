@@ -54,6 +54,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         with the real server's ``--anonymous-auth``.
     service_account_issuer:
         the ``iss`` of ServiceAccount tokens and the audience they are accepted for.
+    tls:
+        serve HTTPS with a certificate from a throwaway CA that the written kubeconfig
+        trusts; None (the default) means "when ``enforce_auth`` is on", since kubectl sends
+        no bearer token over plain HTTP. Raw clients may turn it off to send tokens in clear.
     namespaces:
         namespaces present at start.
     version_major / version_minor:
@@ -72,6 +76,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     enforce_auth: bool = False
     anonymous_auth: bool = False
     service_account_issuer: str = "https://kubernetes.default.svc.cluster.local"
+    tls: bool | None = None
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
     version_major: str = "1"
     version_minor: str = "37"
+
+    @property
+    def serves_tls(self) -> bool:
+        return self.enforce_auth if self.tls is None else self.tls

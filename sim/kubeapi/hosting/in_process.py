@@ -71,7 +71,7 @@ async def serve(
     """Serve the emulator on ``host:port`` (port 0: a free one) for the ``async with`` body.
 
     The kubeconfig is written to ``kubeconfig`` or, when omitted, into a temporary
-    directory removed on exit. With ``enforce_auth`` the server speaks HTTPS with a
+    directory removed on exit. With ``enforce_auth`` (or ``tls``) the server speaks HTTPS with a
     certificate from a throwaway CA that the kubeconfig trusts, since clients send tokens
     only over TLS.
     """
@@ -80,7 +80,7 @@ async def serve(
     runner = web.AppRunner(api.app(), access_log=None, handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
     ca_pem, serving = None, None
-    if api.config.enforce_auth:
+    if api.config.serves_tls:
         ca = CertificateAuthority("cdo-sim-apiserver-ca")
         ca_pem, serving = ca.cert_pem, ca.issue([host, "localhost"]).server_context()
     site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=serving)
