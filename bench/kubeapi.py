@@ -3,9 +3,13 @@
 Runs the emulator standalone (``python -m sim.kubeapi``) in its own process, stores
 2,000 nodes and 20,000 pods through the API, then measures LIST latencies (whole,
 paginated, by node, by label) and the fan-out of 1,000 writes/s to 10 watchers
-(delivery rate and lag). Prints a table and ends with one ``RESULT`` line.
+(delivery rate and lag). Then it does the same against a second emulator that enforces
+authentication and RBAC (``enforce_auth``, plain HTTP so that only authorization differs),
+as a ServiceAccount whose ClusterRole allows what the benchmark does. Prints a table and
+ends with one ``RESULT`` line.
 
-Targets: LIST of 20,000 pods under 1 s; 10 watchers keep up with 1,000 writes/s.
+Targets: LIST of 20,000 pods under 1 s; 10 watchers keep up with 1,000 writes/s; RBAC
+costs under 20 % on the LIST (``authz_overhead_ratio`` < 1.2).
 """
 
 from __future__ import annotations
@@ -117,20 +121,21 @@ class Watcher:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-async def start_server(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
-    kubeconfig = tmp / "kubeconfig"
+ADMIN = {"Authorization": "Bearer cdo-sim-admin-token"}
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+BENCH_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["get", "list", "watch", "patch"]}
+]
+
+
+async def start_server(tmp: Path, *, authz: bool) -> tuple[asyncio.subprocess.Process, str]:
+    kubeconfig = tmp / ("kubeconfig-authz" if authz else "kubeconfig")
+    config = {"watch_window": 50000, "enforce_auth": authz, "tls": False}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sim.kubeapi",
-        "--port",
-        "0",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--watch-window",
-        "50000",
+        sys.executable, "-m", "sim.kubeapi", "--port", "0", "--kubeconfig", str(kubeconfig),
+        "--config-json", msgspec.json.encode(config).decode(),
         stdout=asyncio.subprocess.PIPE,
-    )
+    )  # fmt: skip
     assert proc.stdout is not None
     await asyncio.wait_for(proc.stdout.readline(), 60)
     url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
@@ -228,7 +233,13 @@ async def watch(
 
 
 async def fan_out(
-    session: aiohttp.ClientSession, url: str, pods: int, watchers: int, rate: float, duration: float
+    session: aiohttp.ClientSession,
+    url: str,
+    pods: int,
+    watchers: int,
+    rate: float,
+    duration: float,
+    credentials: str = "",
 ) -> dict[str, float]:
     async with session.get(url + "/api/v1/pods", params={"limit": "1"}) as resp:
         rv = (await resp.json())["metadata"]["resourceVersion"]
@@ -262,7 +273,7 @@ async def fan_out(
                 body = msgspec.json.encode({"metadata": {"annotations": {"bench/seq": str(i)}}})
                 stream.write(
                     f"PATCH {PODS.format(ns=ns)}/{name} HTTP/1.1\r\nHost: {host}\r\n"
-                    f"Content-Type: application/merge-patch+json\r\n"
+                    f"Content-Type: application/merge-patch+json\r\n{credentials}"
                     f"Content-Length: {len(body)}\r\n\r\n".encode()
                     + body
                 )
@@ -303,102 +314,181 @@ async def fan_out(
     }
 
 
+async def populate(session: aiohttp.ClientSession, url: str, args: argparse.Namespace) -> Rows:
+    namespaces: list[tuple[str, dict[str, object]]] = [
+        ("/api/v1/namespaces", {"metadata": {"name": f"team-{n}"}}) for n in range(NAMESPACES)
+    ]
+    await post_all(session, url, namespaces, 4)
+    t_nodes = await post_all(
+        session, url, [("/api/v1/nodes", node(i)) for i in range(args.nodes)], 32
+    )
+    pod_bodies = [
+        (PODS.format(ns=f"team-{i % NAMESPACES}"), pod(i, args.nodes)) for i in range(args.pods)
+    ]
+    t_pods = await post_all(session, url, pod_bodies, 32)
+    return Rows(
+        [
+            ("create nodes", f"{args.nodes} in {t_nodes:.1f} s ({args.nodes / t_nodes:.0f}/s)"),
+            ("create pods", f"{args.pods} in {t_pods:.1f} s ({args.pods / t_pods:.0f}/s)"),
+        ],
+        {"create_pods_per_s": args.pods / t_pods},
+    )
+
+
+@dataclass
+class Rows:
+    """Table rows and the figures behind them."""
+
+    rows: list[tuple[str, str]]
+    figures: dict[str, float]
+
+
+async def median_list(
+    session: aiohttp.ClientSession, url: str, args: argparse.Namespace
+) -> tuple[float, bytes]:
+    lists: list[float] = []
+    body = b""
+    for _ in range(args.repeat):
+        elapsed, body = await timed_get(session, url + "/api/v1/pods")
+        lists.append(elapsed)
+    return 1000 * statistics.median(lists), body
+
+
+async def measure_lists(session: aiohttp.ClientSession, url: str, args: argparse.Namespace) -> Rows:
+    list_ms, body = await median_list(session, url, args)
+    decode_started = time.perf_counter()
+    decoded = msgspec.json.decode(body, type=_PodList)
+    decode_s = time.perf_counter() - decode_started
+    assert len(decoded.items) == args.pods
+    paged_s, paged_items = await paged_walk(session, url + "/api/v1/pods", 500)
+    assert paged_items == args.pods
+    by_node, _ = await timed_get(
+        session, url + "/api/v1/pods", {"fieldSelector": "spec.nodeName=node-0007"}
+    )
+    by_label, _ = await timed_get(
+        session, url + "/api/v1/pods", {"labelSelector": "app=job-7,index in (1,2)"}
+    )
+    nodes_s, _ = await timed_get(session, url + "/api/v1/nodes")
+    rows = [
+        (
+            f"LIST {args.pods} pods (median of {args.repeat})",
+            f"{list_ms:.0f} ms, {len(body) / 1e6:.1f} MB",
+        ),
+        ("  client msgspec decode", f"{1000 * decode_s:.0f} ms"),
+        ("LIST pods, limit=500 pages", f"{1000 * paged_s:.0f} ms total"),
+        ("LIST pods by spec.nodeName", f"{1000 * by_node:.1f} ms"),
+        ("LIST pods by label", f"{1000 * by_label:.1f} ms"),
+        (f"LIST {args.nodes} nodes", f"{1000 * nodes_s:.0f} ms"),
+    ]
+    return Rows(rows, {"list_ms": list_ms, "paged_s": paged_s, "by_node": by_node})
+
+
+def fan_rows(fan: dict[str, float], args: argparse.Namespace, label: str = "") -> Rows:
+    rows = [
+        (
+            f"writes{label} (target {args.rate:.0f}/s)",
+            f"{fan['writes']:.0f} at {fan['write_rate']:.0f}/s",
+        ),
+        (
+            f"events to {args.watchers} watchers{label}",
+            f"{fan['received']:.0f} at {fan['events_per_s']:.0f}/s",
+        ),
+        (
+            f"delivery lag p50 / p99 / max{label}",
+            f"{fan['lag_p50_ms']:.0f} / {fan['lag_p99_ms']:.0f} / {fan['lag_max_ms']:.0f} ms",
+        ),
+        (f"all watchers got every event{label}", "yes" if fan["complete"] else "NO"),
+    ]
+    return Rows(rows, fan)
+
+
+async def run_plain(tmp: Path, args: argparse.Namespace) -> Rows:
+    """Every figure without authorization (the emulator's default)."""
+    proc, url = await start_server(tmp, authz=False)
+    try:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            created = await populate(session, url, args)
+            rss_loaded = rss_mb(proc.pid)
+            lists = await measure_lists(session, url, args)
+            fan = await fan_out(session, url, args.pods, args.watchers, args.rate, args.duration)
+            fans = fan_rows(fan, args)
+            rss_end = rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    memory = ("emulator RSS loaded / end", f"{rss_loaded:.0f} / {rss_end:.0f} MB")
+    return Rows(
+        created.rows + lists.rows + fans.rows + [memory],
+        {**created.figures, **lists.figures, **fans.figures, "rss_end": rss_end},
+    )
+
+
+async def bench_token(session: aiohttp.ClientSession, url: str) -> str:
+    """A ServiceAccount allowed (through a ClusterRoleBinding) what the benchmark does."""
+    steps: list[tuple[str, dict[str, object]]] = [
+        ("/api/v1/namespaces/team-0/serviceaccounts", {"metadata": {"name": "bench"}}),
+        (f"{RBAC}/clusterroles", {"metadata": {"name": "bench"}, "rules": BENCH_RULES}),
+        (
+            f"{RBAC}/clusterrolebindings",
+            {
+                "metadata": {"name": "bench"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "bench",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": "team-0"}],
+            },
+        ),
+    ]
+    await post_all(session, url, steps, 1)
+    path = "/api/v1/namespaces/team-0/serviceaccounts/bench/token"
+    async with session.post(url + path, json={"spec": {}}) as resp:
+        assert resp.status == 201, await resp.text()
+        token: str = (await resp.json())["status"]["token"]
+    return token
+
+
+async def run_authz(tmp: Path, args: argparse.Namespace) -> Rows:
+    """LIST and fan-out again, authenticated with a ServiceAccount token through RBAC."""
+    proc, url = await start_server(tmp, authz=True)
+    try:
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), headers=ADMIN
+        ) as admin:
+            await populate(admin, url, args)
+            token = await bench_token(admin, url)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), headers=headers
+        ) as session:
+            list_ms, _ = await median_list(session, url, args)
+            fan = await fan_out(
+                session,
+                url,
+                args.pods,
+                args.watchers,
+                args.rate,
+                args.duration,
+                credentials=f"Authorization: Bearer {token}\r\n",
+            )
+    finally:
+        proc.terminate()
+        await proc.wait()
+    row = (f"LIST {args.pods} pods, RBAC (median of {args.repeat})", f"{list_ms:.0f} ms")
+    fans = fan_rows(fan, args, ", RBAC")
+    return Rows([row, *fans.rows], {"list_ms": list_ms, **fans.figures})
+
+
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="kubeapi-bench-") as tmp:
-        proc, url = await start_server(Path(tmp))
-        try:
-            connector = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                rows: list[tuple[str, str]] = []
-                await post_all(
-                    session,
-                    url,
-                    [
-                        ("/api/v1/namespaces", {"metadata": {"name": f"team-{n}"}})
-                        for n in range(NAMESPACES)
-                    ],
-                    4,
-                )
-                t_nodes = await post_all(
-                    session, url, [("/api/v1/nodes", node(i)) for i in range(args.nodes)], 32
-                )
-                pod_bodies = [
-                    (PODS.format(ns=f"team-{i % NAMESPACES}"), pod(i, args.nodes))
-                    for i in range(args.pods)
-                ]
-                t_pods = await post_all(session, url, pod_bodies, 32)
-                rows.append(
-                    (
-                        "create nodes",
-                        f"{args.nodes} in {t_nodes:.1f} s ({args.nodes / t_nodes:.0f}/s)",
-                    )
-                )
-                rows.append(
-                    ("create pods", f"{args.pods} in {t_pods:.1f} s ({args.pods / t_pods:.0f}/s)")
-                )
-                rss_loaded = rss_mb(proc.pid)
-
-                lists: list[float] = []
-                size = 0
-                for _ in range(args.repeat):
-                    elapsed, body = await timed_get(session, url + "/api/v1/pods")
-                    lists.append(elapsed)
-                    size = len(body)
-                decode_started = time.perf_counter()
-                decoded = msgspec.json.decode(body, type=_PodList)
-                decode_s = time.perf_counter() - decode_started
-                assert len(decoded.items) == args.pods
-                list_ms = 1000 * statistics.median(lists)
-                rows.append(
-                    (
-                        f"LIST {args.pods} pods (median of {args.repeat})",
-                        f"{list_ms:.0f} ms, {size / 1e6:.1f} MB",
-                    )
-                )
-                rows.append(("  client msgspec decode", f"{1000 * decode_s:.0f} ms"))
-                paged_s, paged_items = await paged_walk(session, url + "/api/v1/pods", 500)
-                assert paged_items == args.pods
-                rows.append(("LIST pods, limit=500 pages", f"{1000 * paged_s:.0f} ms total"))
-                by_node, _ = await timed_get(
-                    session, url + "/api/v1/pods", {"fieldSelector": "spec.nodeName=node-0007"}
-                )
-                rows.append(("LIST pods by spec.nodeName", f"{1000 * by_node:.1f} ms"))
-                by_label, _ = await timed_get(
-                    session, url + "/api/v1/pods", {"labelSelector": "app=job-7,index in (1,2)"}
-                )
-                rows.append(("LIST pods by label", f"{1000 * by_label:.1f} ms"))
-                nodes_s, _ = await timed_get(session, url + "/api/v1/nodes")
-                rows.append((f"LIST {args.nodes} nodes", f"{1000 * nodes_s:.0f} ms"))
-
-                fan = await fan_out(
-                    session, url, args.pods, args.watchers, args.rate, args.duration
-                )
-                rows.append(
-                    (
-                        f"writes (target {args.rate:.0f}/s)",
-                        f"{fan['writes']:.0f} at {fan['write_rate']:.0f}/s",
-                    )
-                )
-                rows.append(
-                    (
-                        f"events to {args.watchers} watchers",
-                        f"{fan['received']:.0f} at {fan['events_per_s']:.0f}/s",
-                    )
-                )
-                rows.append(
-                    (
-                        "delivery lag p50 / p99 / max",
-                        f"{fan['lag_p50_ms']:.0f} / {fan['lag_p99_ms']:.0f} / "
-                        f"{fan['lag_max_ms']:.0f} ms",
-                    )
-                )
-                rows.append(("all watchers got every event", "yes" if fan["complete"] else "NO"))
-                rss_end = rss_mb(proc.pid)
-                rows.append(("emulator RSS loaded / end", f"{rss_loaded:.0f} / {rss_end:.0f} MB"))
-        finally:
-            proc.terminate()
-            await proc.wait()
-
+        plain = await run_plain(Path(tmp), args)
+        authz = await run_authz(Path(tmp), args)
+    rows = plain.rows + authz.rows
+    off, on = plain.figures, authz.figures
+    ratio = on["list_ms"] / off["list_ms"]
+    rows.append(("RBAC on / off, LIST", f"{ratio:.2f}"))
     width = max(len(name) for name, _ in rows)
     print(f"{'measure'.ljust(width)}  value")
     print(f"{'-' * width}  {'-' * 30}")
@@ -406,16 +496,21 @@ async def main(args: argparse.Namespace) -> None:
         print(f"{name.ljust(width)}  {value}")
     print(
         "RESULT "
-        f"list_{args.pods // 1000}k_pods_ms={list_ms:.0f} "
-        f"list_pods_paged_ms={1000 * paged_s:.0f} "
-        f"list_pods_by_node_ms={1000 * by_node:.1f} "
-        f"create_pods_per_s={args.pods / t_pods:.0f} "
+        f"list_{args.pods // 1000}k_pods_ms={off['list_ms']:.0f} "
+        f"list_pods_paged_ms={1000 * off['paged_s']:.0f} "
+        f"list_pods_by_node_ms={1000 * off['by_node']:.1f} "
+        f"create_pods_per_s={off['create_pods_per_s']:.0f} "
         f"watchers={args.watchers} "
-        f"writes_per_s={fan['write_rate']:.0f} "
-        f"watch_events_per_s={fan['events_per_s']:.0f} "
-        f"watch_lag_p99_ms={fan['lag_p99_ms']:.0f} "
-        f"watchers_kept_up={int(fan['complete'])} "
-        f"rss_mb={rss_end:.0f}"
+        f"writes_per_s={off['write_rate']:.0f} "
+        f"watch_events_per_s={off['events_per_s']:.0f} "
+        f"watch_lag_p99_ms={off['lag_p99_ms']:.0f} "
+        f"watchers_kept_up={int(off['complete'])} "
+        f"rss_mb={off['rss_end']:.0f} "
+        f"list_{args.pods // 1000}k_pods_authz_ms={on['list_ms']:.0f} "
+        f"watch_lag_p99_authz_ms={on['lag_p99_ms']:.0f} "
+        f"writes_per_s_authz={on['write_rate']:.0f} "
+        f"watchers_kept_up_authz={int(on['complete'])} "
+        f"authz_overhead_ratio={ratio:.2f}"
     )
 
 

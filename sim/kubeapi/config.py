@@ -41,6 +41,23 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         NoExecute taint gets one (``operator: Exists``) for this many seconds, as with the
         real server's ``--default-not-ready-toleration-seconds`` /
         ``--default-unreachable-toleration-seconds`` (both 300); None turns the plugin off.
+    enforce_auth:
+        authenticate every request and authorize it with RBAC, as kube-apiserver does with
+        ``--authorization-mode=RBAC``: the kubeconfig's admin token is ``kubernetes-admin``
+        in ``system:masters`` (which passes every check), ServiceAccount tokens from the
+        TokenRequest API are their ServiceAccounts; no valid credential is a 401, a request
+        RBAC does not allow a 403. When false (the default) every request acts as
+        ``system:admin`` and nothing is checked, as before.
+    anonymous_auth:
+        with ``enforce_auth``, a request without credentials is ``system:anonymous`` (group
+        ``system:unauthenticated``, which may read health and version) instead of a 401, as
+        with the real server's ``--anonymous-auth``.
+    service_account_issuer:
+        the ``iss`` of ServiceAccount tokens and the audience they are accepted for.
+    tls:
+        serve HTTPS with a certificate from a throwaway CA that the written kubeconfig
+        trusts; None (the default) means "when ``enforce_auth`` is on", since kubectl sends
+        no bearer token over plain HTTP. Raw clients may turn it off to send tokens in clear.
     namespaces:
         namespaces present at start.
     version_major / version_minor:
@@ -56,6 +73,14 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     create_default_service_accounts: bool = True
     webhook_service_hosts: dict[str, str] = msgspec.field(default_factory=dict)
     default_toleration_seconds: int | None = 300
+    enforce_auth: bool = False
+    anonymous_auth: bool = False
+    service_account_issuer: str = "https://kubernetes.default.svc.cluster.local"
+    tls: bool | None = None
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
     version_major: str = "1"
     version_minor: str = "37"
+
+    @property
+    def serves_tls(self) -> bool:
+        return self.enforce_auth if self.tls is None else self.tls

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from sim.kubeapi.admission.certificates import CertificateAuthority
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.hosting.kubeconfig import write_kubeconfig
 from sim.kubeapi.http.app import ApiServer
@@ -30,12 +32,20 @@ class KubeServer:
     ``url``: base URL (``http://127.0.0.1:<port>``); ``kubeconfig``: path of the kubeconfig
     written for it; ``store``: the object store (``store.compact()`` forgets history,
     ``store.rv`` is the current resourceVersion); ``faults``: fault injection; ``api``: the
-    whole server (registry, engine) for white-box checks.
+    whole server (registry, engine) for white-box checks; ``ca_pem``: the CA of its serving
+    certificate when it serves HTTPS (with ``enforce_auth``), else None.
     """
 
     url: str
     kubeconfig: Path
     api: ApiServer
+    ca_pem: bytes | None = None
+
+    def client_ssl(self) -> ssl.SSLContext | bool:
+        """What an HTTP client passes as ``ssl`` to reach this server."""
+        if self.ca_pem is None:
+            return False
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
 
     @property
     def store(self) -> Store:
@@ -61,24 +71,30 @@ async def serve(
     """Serve the emulator on ``host:port`` (port 0: a free one) for the ``async with`` body.
 
     The kubeconfig is written to ``kubeconfig`` or, when omitted, into a temporary
-    directory removed on exit.
+    directory removed on exit. With ``enforce_auth`` (or ``tls``) the server speaks HTTPS with a
+    certificate from a throwaway CA that the kubeconfig trusts, since clients send tokens
+    only over TLS.
     """
     api = ApiServer(config)
     await api.seed()
     runner = web.AppRunner(api.app(), access_log=None, handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    ca_pem, serving = None, None
+    if api.config.serves_tls:
+        ca = CertificateAuthority("cdo-sim-apiserver-ca")
+        ca_pem, serving = ca.cert_pem, ca.issue([host, "localhost"]).server_context()
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=serving)
     await site.start()
     bound = runner.addresses[0][1]
-    url = f"http://{host}:{bound}"
+    url = f"{'https' if serving else 'http'}://{host}:{bound}"
     controllers = asyncio.create_task(api.controllers.run(), name="kubeapi-controllers")
     with contextlib.ExitStack() as stack:
         if kubeconfig is None:
             directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="kubeapi-"))
             kubeconfig = Path(directory) / "kubeconfig"
-        path = write_kubeconfig(kubeconfig, url)
+        path = write_kubeconfig(kubeconfig, url, ca_pem=ca_pem)
         try:
-            yield KubeServer(url=url, kubeconfig=path, api=api)
+            yield KubeServer(url=url, kubeconfig=path, api=api, ca_pem=ca_pem)
         finally:
             controllers.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -15,10 +15,12 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict, MultiDict, MultiMapping
 
+from sim.kubeapi.auth import bootstrap
 from sim.kubeapi.cluster.controllers import Controllers
 from sim.kubeapi.cluster.eviction import evict
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.http import discovery, openapi, protobuf_decoder
+from sim.kubeapi.http.access import Access
 from sim.kubeapi.http.faults import Faults
 from sim.kubeapi.http.routing import ResourcePath, parse
 from sim.kubeapi.kinds import register_builtins
@@ -111,6 +113,7 @@ class ApiServer:
         self.engine = Engine(config=self.config, store=self.store, registry=self.registry)
         self.controllers = Controllers(self.engine)
         self.faults = Faults(drop=self.store.drop_watches)
+        self.access = Access(self.config, self.store)
         self._openapi_cache: dict[tuple[int, str, str], bytes] = {}
         self.watch_settings = WatchSettings(
             bookmark_interval=self.config.bookmark_interval_s,
@@ -131,6 +134,26 @@ class ApiServer:
                     body=body,
                     opts=WriteOptions(field_manager="kube-apiserver"),
                 )
+        if self.config.enforce_auth:
+            await self._seed_rbac()
+
+    async def _seed_rbac(self) -> None:
+        """The bootstrap ClusterRoles and bindings, as kube-apiserver's RBAC post-start hook."""
+        seeds = (
+            ("clusterroles", bootstrap.cluster_roles()),
+            ("clusterrolebindings", bootstrap.cluster_role_bindings()),
+        )
+        for plural, objects in seeds:
+            rt = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
+            assert rt is not None
+            for body in objects:
+                if self.store.bucket(rt.storage).get("", body["metadata"]["name"]) is None:
+                    await self.engine.create(
+                        rt,
+                        namespace="",
+                        body=body,
+                        opts=WriteOptions(field_manager="kube-apiserver"),
+                    )
 
     def app(self) -> web.Application:
         application = web.Application(client_max_size=64 * 1024 * 1024)
@@ -165,6 +188,13 @@ class ApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        user = self.access.authenticate(request)
+        info = parse(path)
+        if info is None or info.is_discovery:
+            self.access.check_path(user, request.method, path)
+        else:
+            verb = _verb(request.method, info.name, _is_watch(request, info))
+            self.access.check_resource(user, info, verb)
         if path in HEALTH_PATHS or path.startswith(tuple(p + "/" for p in HEALTH_PATHS)):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version" or path == "/version/":
@@ -181,7 +211,6 @@ class ApiServer:
             if group is None:
                 raise errors.path_not_found()
             return _json_response(group)
-        info = parse(path)
         if info is None:
             raise errors.path_not_found()
         if info.is_discovery:
@@ -234,9 +263,7 @@ class ApiServer:
         if rt.namespaced and name is not None and namespace is None:
             raise errors.path_not_found()
         query = request.query
-        is_watch = info.legacy_watch or (
-            method == "GET" and name is None and parse_bool(query, "watch")
-        )
+        is_watch = _is_watch(request, info)
         verb = _verb(method, name, is_watch)
         delay = self.faults.latency(verb, rt.plural)
         if delay > 0:
@@ -260,6 +287,9 @@ class ApiServer:
             obj = self.engine.read(rt, namespace or "", name)
             return self._object_response(rt, obj, rep)
         opts = self._write_options(request)
+        if method == "POST" and self.access.serves(info):
+            answer = self.access.answer(request, info, await self._body(request))
+            return _json_response(answer, status=201)
         if method == "POST":
             if info.subresource == "eviction":
                 if name is None:
@@ -457,6 +487,7 @@ class ApiServer:
             field_manager=query.get("fieldManager", ""),
             field_validation=field_validation(query),
             user_agent=request.headers.get("User-Agent", ""),
+            user=self.access.webhook_user(request),
         )
 
     async def _delete_options(self, request: web.Request) -> DeleteOptions:
@@ -507,6 +538,12 @@ def delete_options(body: Mapping[str, Any], query: MultiMapping[str]) -> DeleteO
         precondition_uid=preconditions.get("uid"),
         precondition_rv=preconditions.get("resourceVersion"),
         dry_run=dry_run(dry),
+    )
+
+
+def _is_watch(request: web.Request, info: ResourcePath) -> bool:
+    return info.legacy_watch or (
+        request.method == "GET" and info.name is None and parse_bool(request.query, "watch")
     )
 
 

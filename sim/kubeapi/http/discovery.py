@@ -18,9 +18,10 @@ SUBRESOURCE_VERBS = {
     "binding": ["create"],
     "eviction": ["create"],
     "finalize": ["update"],
+    "token": ["create"],
 }
-SUBRESOURCE_KINDS = {"binding": "Binding", "eviction": "Eviction"}
-SUBRESOURCE_GROUPS = {"eviction": ("policy", "v1")}
+SUBRESOURCE_KINDS = {"binding": "Binding", "eviction": "Eviction", "token": "TokenRequest"}
+SUBRESOURCE_GROUPS = {"eviction": ("policy", "v1"), "token": ("authentication.k8s.io", "v1")}
 """Subresources whose kind lives in another group (the real discovery names it)."""
 
 

@@ -199,6 +199,47 @@ BINDING: Spec = {
     3: ("roleRef", ("message", ROLE_REF)),
 }
 RBAC = "rbac.authorization.k8s.io/v1"
+AUTHORIZATION = "authorization.k8s.io/v1"
+ACCESS_ATTRIBUTES: Spec = {
+    1: (
+        "resourceAttributes",
+        (
+            "message?",
+            {
+                1: ("namespace", "string"),
+                2: ("verb", "string"),
+                3: ("group", "string"),
+                4: ("version", "string"),
+                5: ("resource", "string"),
+                6: ("subresource", "string"),
+                7: ("name", "string"),
+            },
+        ),
+    ),
+    2: ("nonResourceAttributes", ("message?", {1: ("path", "string"), 2: ("verb", "string")})),
+}
+SUBJECT_ACCESS_REVIEW: Spec = {
+    1: ("metadata", ("message", OBJECT_META)),
+    2: (
+        "spec",
+        (
+            "message",
+            {
+                **ACCESS_ATTRIBUTES,
+                3: ("user", "string"),
+                4: ("groups", ("repeated", "string")),
+                6: ("uid", "string"),
+            },
+        ),
+    ),
+    3: ("status", "skip"),
+}
+BOUND_OBJECT_REFERENCE: Spec = {
+    1: ("kind", "string"),
+    2: ("apiVersion", "string"),
+    3: ("name", "string"),
+    4: ("uid", "string"),
+}
 
 KINDS: dict[tuple[str, str], Spec] = {
     ("v1", "ConfigMap"): {
@@ -248,6 +289,40 @@ KINDS: dict[tuple[str, str], Spec] = {
                 {1: ("clusterRoleSelectors", ("repeated", ("message", LABEL_SELECTOR)))},
             ),
         ),
+    },
+    (AUTHORIZATION, "SelfSubjectAccessReview"): {
+        1: ("metadata", ("message", OBJECT_META)),
+        2: ("spec", ("message", ACCESS_ATTRIBUTES)),
+        3: ("status", "skip"),
+    },
+    (AUTHORIZATION, "SubjectAccessReview"): SUBJECT_ACCESS_REVIEW,
+    (AUTHORIZATION, "LocalSubjectAccessReview"): SUBJECT_ACCESS_REVIEW,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): {
+        1: ("metadata", ("message", OBJECT_META)),
+        2: ("status", "skip"),
+    },
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: ("metadata", ("message", OBJECT_META)),
+        2: (
+            "spec",
+            (
+                "message",
+                {
+                    1: ("audiences", ("repeated", "string")),
+                    4: ("expirationSeconds", "int?"),
+                    3: ("boundObjectRef", ("message?", BOUND_OBJECT_REFERENCE)),
+                },
+            ),
+        ),
+        3: ("status", "skip"),
+    },
+    ("authentication.k8s.io/v1", "TokenReview"): {
+        1: ("metadata", ("message", OBJECT_META)),
+        2: (
+            "spec",
+            ("message", {1: ("token", "string"), 2: ("audiences", ("repeated", "string"))}),
+        ),
+        3: ("status", "skip"),
     },
     (RBAC, "RoleBinding"): BINDING,
     (RBAC, "ClusterRoleBinding"): BINDING,

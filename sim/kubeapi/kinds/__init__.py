@@ -107,6 +107,7 @@ def register_builtins(registry: Registry) -> None:
             "ServiceAccount",
             core.ServiceAccountStrategy(),
             short=("sa",),
+            extra_subresources=("token",),
         ),
         _rt("", "v1", "events", "Event", event, short=("ev",)),
         _rt(
@@ -285,7 +286,25 @@ def register_builtins(registry: Registry) -> None:
             converter=dra.SLICE_V1BETA1,
         ),
     ]
+    builtin.extend(_review_types())
     for rt in builtin:
         registry.add(rt, preferred=rt.version == rt.storage_version and rt.group != "events.k8s.io")
     registry.set_preferred("resource.k8s.io", "v1")
     registry.set_preferred("events.k8s.io", "v1")
+
+
+REVIEWS = (
+    ("authentication.k8s.io", "tokenreviews", "TokenReview", False),
+    ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", False),
+    ("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", False),
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+    ("authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", True),
+)
+"""The create-only review APIs; nothing of them is stored (``http/access.py`` answers)."""
+
+
+def _review_types() -> list[ResourceType]:
+    return [
+        _rt(group, "v1", plural, kind, Strategy(), namespaced=namespaced, verbs=("create",))
+        for group, plural, kind, namespaced in REVIEWS
+    ]

@@ -1,9 +1,9 @@
 """``rbac.authorization.k8s.io/v1``: Role, ClusterRole, RoleBinding, ClusterRoleBinding.
 
 Stored and validated like the real server (rules need verbs and either resources or
-non-resource URLs, role references and subjects are checked, ``roleRef`` is immutable); they
-grant nothing here, since the emulator does no authorization. ClusterRole aggregation is
-accepted but not computed.
+non-resource URLs, role references and subjects are checked, ``roleRef`` is immutable); with
+``ServerConfig.enforce_auth`` the RBAC authorizer (``auth/rbac.py``) decides by them.
+ClusterRole aggregation is accepted but not computed.
 """
 
 from __future__ import annotations

@@ -352,3 +352,8 @@ def not_acceptable(accepted: Iterable[str]) -> ApiError:
 def invalid_options(kind: str, errors: list[FieldError]) -> ApiError:
     """Bad query options (ListOptions, PatchOptions ...) are reported against meta.k8s.io."""
     return invalid_object(kind, "meta.k8s.io", "", errors)
+
+
+def unauthorized() -> ApiError:
+    """401: no valid credential (the real server says no more than this)."""
+    return ApiError(code=401, reason="Unauthorized", message="Unauthorized")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.kubeapi.admission import plugins
-from sim.kubeapi.admission.webhooks import AdmissionRequest, Dispatcher
+from sim.kubeapi.admission.webhooks import ADMIN_USER, AdmissionRequest, Dispatcher
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.kinds import apiextensions
 from sim.kubeapi.machinery import codec, errors, meta
@@ -241,6 +241,7 @@ class Engine:
             subresource=subresource,
             dry_run=opts.dry_run,
             options=options,
+            user=dict(opts.user or ADMIN_USER),
         )
 
     # -- create ---------------------------------------------------------------------------------

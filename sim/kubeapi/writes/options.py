@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sim.kubeapi.storage.resources import Obj
 
@@ -19,12 +20,14 @@ PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 
 @dataclass(frozen=True, slots=True)
 class WriteOptions:
-    """Query options of a write (dryRun, fieldManager, fieldValidation) and the caller."""
+    """Query options of a write (dryRun, fieldManager, fieldValidation) and the caller
+    (its user agent and, when requests are authenticated, the ``userInfo`` webhooks see)."""
 
     dry_run: bool = False
     field_manager: str = ""
     field_validation: str = "Warn"
     user_agent: str = ""
+    user: dict[str, Any] | None = None
 
     @property
     def manager(self) -> str:

@@ -1,0 +1,1 @@
+"""Authentication (admin token, ServiceAccount tokens) and RBAC authorization."""

@@ -1,0 +1,111 @@
+"""Authentication and authorization of HTTP requests, and the APIs that serve them.
+
+``Access`` sits in front of every request when ``ServerConfig.enforce_auth`` is on: it
+authenticates the ``Authorization`` header (401 otherwise) and asks the RBAC authorizer
+about the request's attributes (403 otherwise), before the path is resolved, as the real
+filters do. Off, every request is ``system:admin`` and nothing is checked. Either way it
+answers the TokenRequest subresource and the review APIs (``reviews``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from sim.kubeapi.auth import identity, reviews
+from sim.kubeapi.auth.attributes import Attributes, forbidden, non_resource
+from sim.kubeapi.auth.authenticator import Authenticator
+from sim.kubeapi.auth.identity import UserInfo
+from sim.kubeapi.auth.rbac import RbacAuthorizer
+from sim.kubeapi.auth.tokens import ServiceAccountTokens
+from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.http.routing import ResourcePath
+from sim.kubeapi.storage.store import Store
+
+USER_KEY = web.RequestKey("cdo.user", UserInfo)
+AUTH_APIS = {
+    (reviews.AUTHORIZATION, "subjectaccessreviews"),
+    (reviews.AUTHORIZATION, "localsubjectaccessreviews"),
+    (reviews.AUTHORIZATION, "selfsubjectaccessreviews"),
+    (reviews.AUTHENTICATION, "selfsubjectreviews"),
+    (reviews.AUTHENTICATION, "tokenreviews"),
+}
+
+
+class Access:
+    def __init__(self, config: ServerConfig, store: Store) -> None:
+        self.enforced = config.enforce_auth
+        self.tokens = ServiceAccountTokens(store, issuer=config.service_account_issuer)
+        self.authenticator = Authenticator(
+            self.tokens,
+            static_tokens={identity.ADMIN_TOKEN: identity.ADMIN},
+            anonymous=config.anonymous_auth,
+        )
+        self.authorizer = RbacAuthorizer(store)
+
+    # -- the filters ----------------------------------------------------------------------------
+
+    def authenticate(self, request: web.Request) -> UserInfo:
+        """The request's user (kept on the request); raises the 401 when enforced."""
+        if not self.enforced:
+            user = identity.UNCHECKED
+        else:
+            user = self.authenticator.authenticate(request.headers.get("Authorization"))
+        request[USER_KEY] = user
+        return user
+
+    def webhook_user(self, request: web.Request) -> dict[str, Any] | None:
+        """The ``userInfo`` admission webhooks see (None: the unchecked default)."""
+        user = request.get(USER_KEY)
+        return user.as_json() if self.enforced and isinstance(user, UserInfo) else None
+
+    def check_path(self, user: UserInfo, method: str, path: str) -> None:
+        if self.enforced:
+            self._check(non_resource(user, method, path))
+
+    def check_resource(self, user: UserInfo, info: ResourcePath, verb: str) -> None:
+        if not self.enforced:
+            return
+        name = info.name or ""
+        namespace = info.namespace or ""
+        if info.group == "" and info.resource == "namespaces" and name:
+            namespace = name  # a namespace is addressed inside itself, as RequestInfo has it
+        self._check(
+            Attributes(
+                user=user,
+                verb=verb,
+                group=info.group,
+                resource=info.resource,
+                subresource=info.subresource,
+                namespace=namespace,
+                name=name,
+            )
+        )
+
+    def _check(self, attrs: Attributes) -> None:
+        decision = self.authorizer.authorize(attrs)
+        if not decision.allowed:
+            raise forbidden(attrs, decision.reason)
+
+    # -- the APIs -------------------------------------------------------------------------------
+
+    @staticmethod
+    def serves(info: ResourcePath) -> bool:
+        if info.group == "" and info.resource == "serviceaccounts":
+            return info.subresource == "token"
+        return (info.group, info.resource) in AUTH_APIS and not info.subresource
+
+    def answer(self, request: web.Request, info: ResourcePath, body: Any) -> dict[str, Any]:
+        """The response body of a POST to a path ``serves`` accepts."""
+        caller = request.get(USER_KEY, identity.UNCHECKED)
+        namespace = info.namespace or ""
+        if info.resource == "serviceaccounts":
+            return self.tokens.request(namespace, info.name or "", body)
+        if info.resource == "tokenreviews":
+            return reviews.token_review(self.authenticator, body)
+        if info.resource == "selfsubjectreviews":
+            return reviews.self_subject_review(caller)
+        return reviews.access_review(
+            self.authorizer, info.resource, body, caller=caller, namespace=namespace
+        )
