@@ -1,27 +1,29 @@
 """The HTTP face of the emulator: one aiohttp application that routes every request.
 
-Only HTTP concerns live here (paths, verbs, query options, content negotiation, status
-codes and headers); API semantics are in ``engine``, ``listing`` and ``watch``.
+Only HTTP concerns live here (paths, verbs, query options, status codes); API semantics are
+in ``engine``, ``listing`` and ``watch``; what a request's body and options say is
+``requestparts``', the response forms and headers ``responses``', who may do what ``access``'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
-from multidict import CIMultiDict, MultiDict, MultiMapping
+from multidict import MultiDict
 
 from sim.kubeapi.auth import bootstrap
 from sim.kubeapi.cluster.controllers import Controllers
 from sim.kubeapi.cluster.eviction import evict
 from sim.kubeapi.config import ServerConfig
-from sim.kubeapi.http import discovery, openapi, protobuf_decoder
+from sim.kubeapi.http import discovery, openapi
 from sim.kubeapi.http.access import Access
 from sim.kubeapi.http.faults import Faults
+from sim.kubeapi.http.requestparts import delete_options, request_body, request_delete_options
+from sim.kubeapi.http.responses import content_type, error_response, json_response, representation
 from sim.kubeapi.http.routing import ResourcePath, parse
 from sim.kubeapi.kinds import register_builtins
 from sim.kubeapi.machinery import codec, errors
@@ -30,7 +32,6 @@ from sim.kubeapi.machinery.query import (
     field_validation,
     list_options,
     parse_bool,
-    parse_int,
 )
 from sim.kubeapi.reads import tables
 from sim.kubeapi.reads.listing import Representation, list_objects, render_list
@@ -44,62 +45,6 @@ log = logging.getLogger(__name__)
 
 JSON = "application/json"
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
-PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
-ACCEPTED_BODIES = ("application/json", "application/yaml", protobuf_decoder.CONTENT_TYPE)
-BODY_TYPES = ("", JSON, "application/yaml", "application/x-yaml", "text/yaml", "*/*")
-
-
-def representation(accept: str) -> Representation | None:
-    """Pick the response form from Accept; None when nothing acceptable is offered."""
-    if not accept:
-        return Representation()
-    for media in accept.split(","):
-        pieces = [p.strip() for p in media.split(";")]
-        mime = pieces[0].lower()
-        params = dict(p.split("=", 1) for p in pieces[1:] if "=" in p)
-        if mime not in (JSON, "*/*", "application/*", "application/yaml"):
-            continue
-        as_kind = params.get("as")
-        if as_kind is None:
-            return Representation()
-        if params.get("g") != "meta.k8s.io":
-            continue
-        if as_kind == "Table" and params.get("v") in ("v1", "v1beta1"):
-            return Representation(kind="table", table_version=params["v"])
-        if as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList") and params.get(
-            "v"
-        ) in ("v1", "v1beta1"):
-            return Representation(kind="metadata")
-    return None
-
-
-def _content_type(rep: Representation) -> str:
-    if rep.kind == "table":
-        return f"{JSON};as=Table;v={rep.table_version};g=meta.k8s.io"
-    return JSON
-
-
-def _json_response(
-    body: Any,
-    *,
-    status: int = 200,
-    warnings: list[str] | None = None,
-    content_type: str = JSON,
-    headers: dict[str, str] | None = None,
-) -> web.Response:
-    out: CIMultiDict[str] = CIMultiDict()
-    out["Content-Type"] = content_type
-    out["Cache-Control"] = "no-cache, private"
-    for warning in warnings or ():
-        out.add("Warning", '299 - "' + warning.replace("\\", "\\\\").replace('"', '\\"') + '"')
-    for key, value in (headers or {}).items():
-        out[key] = value
-    data = body if isinstance(body, bytes) else codec.encode(body)
-    return web.Response(body=data, status=status, headers=out)
-
-
-def error_response(err: errors.ApiError) -> web.Response:
-    return _json_response(err.status(), status=err.code, headers=err.headers)
 
 
 class ApiServer:
@@ -198,11 +143,11 @@ class ApiServer:
         if path in HEALTH_PATHS or path.startswith(tuple(p + "/" for p in HEALTH_PATHS)):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version" or path == "/version/":
-            return _json_response(discovery.version_info(self.config))
+            return json_response(discovery.version_info(self.config))
         if path.rstrip("/") == "/api":
-            return _json_response(discovery.api_versions(request.host))
+            return json_response(discovery.api_versions(request.host))
         if path.rstrip("/") == "/apis":
-            return _json_response(discovery.api_group_list(self.registry))
+            return json_response(discovery.api_group_list(self.registry))
         if path.startswith("/openapi/"):
             return self._openapi(path)
         parts = [p for p in path.split("/") if p]
@@ -210,19 +155,19 @@ class ApiServer:
             group = discovery.api_group(self.registry, parts[1])
             if group is None:
                 raise errors.path_not_found()
-            return _json_response(group)
+            return json_response(group)
         if info is None:
             raise errors.path_not_found()
         if info.is_discovery:
             doc = discovery.resource_list(self.registry, info.group, info.version)
             if doc is None:
                 raise errors.path_not_found()
-            return _json_response(doc)
+            return json_response(doc)
         return await self._resource(request, info)
 
     def _openapi(self, path: str) -> web.Response:
         if path.rstrip("/") == "/openapi/v3":
-            return _json_response(openapi.index(self.registry))
+            return json_response(openapi.index(self.registry))
         if path.startswith("/openapi/v3/"):
             rest = [p for p in path[len("/openapi/v3/") :].split("/") if p]
             group, version = (
@@ -244,7 +189,7 @@ class ApiServer:
                         cached = codec.encode(doc)
                         self._openapi_cache = {key: cached}
                 if cached is not None:
-                    return _json_response(cached)
+                    return json_response(cached)
         raise errors.path_not_found()
 
     # -- resources ------------------------------------------------------------------------------
@@ -288,13 +233,13 @@ class ApiServer:
             return self._object_response(rt, obj, rep)
         opts = self._write_options(request)
         if method == "POST" and self.access.serves(info):
-            answer = self.access.answer(request, info, await self._body(request))
-            return _json_response(answer, status=201)
+            answer = self.access.answer(request, info, await request_body(request))
+            return json_response(answer, status=201)
         if method == "POST":
             if info.subresource == "eviction":
                 if name is None:
                     raise errors.path_not_found()
-                body = await self._body(request)
+                body = await request_body(request)
                 requested = body.get("deleteOptions") if isinstance(body, dict) else None
                 result = await evict(
                     self.engine,
@@ -307,7 +252,7 @@ class ApiServer:
                     ),
                     opts=opts,
                 )
-                return _json_response(result.body, status=result.code)
+                return json_response(result.body, status=result.code)
             if info.subresource == "binding":
                 if name is None:
                     raise errors.path_not_found()
@@ -315,13 +260,13 @@ class ApiServer:
                     rt,
                     namespace=namespace or "",
                     name=name,
-                    body=await self._body(request),
+                    body=await request_body(request),
                     opts=opts,
                 )
-                return _json_response(result.body, status=result.code)
+                return json_response(result.body, status=result.code)
             if name is not None or info.subresource:
                 raise errors.method_not_allowed(rt.plural, rt.group, "create")
-            body = await self._body(request)
+            body = await request_body(request)
             result = await self.engine.create(rt, namespace=namespace or "", body=body, opts=opts)
             return self._result(rt, result, rep)
         if method == "PUT":
@@ -329,7 +274,7 @@ class ApiServer:
                 raise errors.method_not_allowed(rt.plural, rt.group, "update")
             if info.subresource in ("binding", "eviction"):
                 raise errors.method_not_allowed(rt.plural, rt.group, "update")
-            body = await self._body(request)
+            body = await request_body(request)
             result = await self.engine.update(
                 rt,
                 namespace=namespace or "",
@@ -359,7 +304,7 @@ class ApiServer:
         if method == "DELETE":
             if info.subresource:
                 raise errors.method_not_allowed(rt.plural, rt.group, "delete")
-            options = await self._delete_options(request)
+            options = await request_delete_options(request)
             if options.dry_run:
                 opts = replace(opts, dry_run=True)
             if name is None:
@@ -387,16 +332,16 @@ class ApiServer:
                 list_meta={"resourceVersion": obj.get("metadata", {}).get("resourceVersion", "")},
             )
             body["apiVersion"] = f"meta.k8s.io/{rep.table_version}"
-            return _json_response(
-                body, status=status, warnings=warnings, content_type=_content_type(rep)
+            return json_response(
+                body, status=status, warnings=warnings, content_type=content_type(rep)
             )
         if rep.kind == "metadata":
-            return _json_response(tables.partial_metadata(obj), status=status, warnings=warnings)
-        return _json_response(obj, status=status, warnings=warnings)
+            return json_response(tables.partial_metadata(obj), status=status, warnings=warnings)
+        return json_response(obj, status=status, warnings=warnings)
 
     def _result(self, rt: ResourceType, result: Result, rep: Representation) -> web.Response:
         if result.body.get("kind") == "Status":
-            return _json_response(result.body, status=result.code, warnings=result.warnings)
+            return json_response(result.body, status=result.code, warnings=result.warnings)
         return self._object_response(
             rt, result.body, rep, status=result.code, warnings=result.warnings
         )
@@ -419,14 +364,14 @@ class ApiServer:
                 namespace=namespace,
                 opts=opts,
                 rep=rep,
-                content_type=_content_type(rep),
+                content_type=content_type(rep),
                 settings=self.watch_settings,
                 force_expired=self.faults.take_expired_watch(rt.plural),
             )
         body = await list_objects(
             self.store, rt, namespace, opts, rep, too_large_wait=self.config.too_large_rv_wait_s
         )
-        return _json_response(body, content_type=_content_type(rep))
+        return json_response(body, content_type=content_type(rep))
 
     async def _delete_collection(
         self,
@@ -457,28 +402,9 @@ class ApiServer:
                 raise
             deleted.append(entry)
         body = render_list(rt, deleted, {"resourceVersion": str(self.store.rv)}, Representation())
-        return _json_response(body)
+        return json_response(body)
 
     # -- request parts --------------------------------------------------------------------------
-
-    async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
-        content_type = request.headers.get("Content-Type", JSON).split(";", 1)[0].strip().lower()
-        if content_type == protobuf_decoder.CONTENT_TYPE:
-            try:
-                return protobuf_decoder.decode(raw)
-            except protobuf_decoder.UnsupportedProtobufError:
-                raise errors.unsupported_media_type(content_type, ACCEPTED_BODIES) from None
-        if content_type not in BODY_TYPES:
-            raise errors.unsupported_media_type(content_type, ACCEPTED_BODIES)
-        try:
-            if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
-                return codec.decode_yaml(raw)
-            return codec.decode(raw)
-        except codec.DecodeError as exc:
-            raise errors.bad_request(
-                f"couldn't get version/kind; json parse error: {exc}"
-            ) from None
 
     def _write_options(self, request: web.Request) -> WriteOptions:
         query = request.query
@@ -489,56 +415,6 @@ class ApiServer:
             user_agent=request.headers.get("User-Agent", ""),
             user=self.access.webhook_user(request),
         )
-
-    async def _delete_options(self, request: web.Request) -> DeleteOptions:
-        body: dict[str, Any] = {}
-        raw = await request.read()
-        if raw.strip():
-            try:
-                decoded = codec.decode(raw)
-            except codec.DecodeError as exc:
-                raise errors.bad_request(f"couldn't decode DeleteOptions: {exc}") from None
-            if isinstance(decoded, dict):
-                body = decoded
-        return delete_options(body, request.query)
-
-
-def delete_options(body: Mapping[str, Any], query: MultiMapping[str]) -> DeleteOptions:
-    """DeleteOptions from a request's body and query (the query wins), checked like the server."""
-    grace = parse_int(query, "gracePeriodSeconds")
-    if grace is None and isinstance(body.get("gracePeriodSeconds"), int):
-        grace = body["gracePeriodSeconds"]
-    policy = query.get("propagationPolicy") or body.get("propagationPolicy")
-    orphan: bool | None = None
-    if query.get("orphanDependents", "") != "":
-        orphan = parse_bool(query, "orphanDependents")
-    elif isinstance(body.get("orphanDependents"), bool):
-        orphan = body["orphanDependents"]
-    problems = []
-    if policy is not None and policy not in PROPAGATION_POLICIES:
-        problems.append(
-            errors.not_supported("propagationPolicy", policy, (*PROPAGATION_POLICIES, "nil"))
-        )
-    if policy is not None and orphan is not None:
-        problems.append(
-            errors.invalid(
-                "propagationPolicy",
-                policy,
-                "orphanDependents and deletionPropagation cannot be both set",
-            )
-        )
-    if problems:
-        raise errors.invalid_options("DeleteOptions", problems)
-    preconditions = body.get("preconditions") or {}
-    dry = query.getall("dryRun", []) or list(body.get("dryRun") or [])
-    return DeleteOptions(
-        grace_period_seconds=grace,
-        propagation_policy=policy,
-        orphan_dependents=orphan,
-        precondition_uid=preconditions.get("uid"),
-        precondition_rv=preconditions.get("resourceVersion"),
-        dry_run=dry_run(dry),
-    )
 
 
 def _is_watch(request: web.Request, info: ResourcePath) -> bool:
