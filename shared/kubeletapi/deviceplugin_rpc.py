@@ -158,7 +158,7 @@ class DevicePluginServer(_Server):
 
 
 async def register(
-    kubelet_socket: Path, registration: dp.Registration, *, timeout: float = 5.0
+    kubelet_socket: Path, registration: dp.Registration, *, call_timeout: float = 5.0
 ) -> None:
     """Register with the kubelet on ``kubelet_socket`` (DevicePluginError when refused)."""
     async with grpc.aio.insecure_channel(unix_address(kubelet_socket)) as channel:
@@ -168,7 +168,7 @@ async def register(
             response_deserializer=pb.Empty.FromString,
         )
         try:
-            await call(dp.registration_to_pb(registration), timeout=timeout)
+            await call(dp.registration_to_pb(registration), timeout=call_timeout)
         except grpc.aio.AioRpcError as exc:
             raise dp.DevicePluginError(
                 method="Register", code=exc.code().name, details=exc.details() or ""
@@ -250,9 +250,8 @@ class DevicePluginClient:
         return [tuple(container.deviceIDs) for container in answer.container_responses]
 
     async def allocate(self, requests: Sequence[tuple[str, ...]]) -> list[dp.ContainerAllocation]:
-        request = pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=list(ids)) for ids in requests]
-        )
+        containers = [pb.ContainerAllocateRequest(devices_ids=list(ids)) for ids in requests]
+        request = pb.AllocateRequest(container_requests=containers)
         answer = await self._unary("Allocate", request, pb.AllocateResponse.FromString)
         return [dp.allocation_from_pb(container) for container in answer.container_responses]
 
