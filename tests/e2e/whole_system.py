@@ -58,6 +58,7 @@ from sim import control as simctl
 from sim.control.processes import spawn
 from sim.control.state import Record, read_controlplane, read_nodehost, read_record
 from sim.control.state import write_record as write_cdo_record
+from sim.control.up import node_ready
 from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -461,15 +462,7 @@ class WholeSystem:
                 nodes = simctl.request(host.control_url, "GET", "/nodes")
             except CommandError:
                 return False
-            return all(
-                not node["powered"]
-                or (
-                    node["imex_ready"]
-                    and node["node_synced"]
-                    and node.get("gpu_plugin_registered") is not False
-                )
-                for node in nodes
-            )
+            return all(not node["powered"] or node_ready(node) for node in nodes)
 
         async def probe() -> bool:
             return await asyncio.to_thread(ready)
