@@ -7,7 +7,8 @@ GetPreferredAllocation offered, as NVIDIA's does) and watches NVML's XID events,
 their GPU Unhealthy (:mod:`sim.deviceplugin.health`) in the ListAndWatch stream. When
 ``kubelet.sock`` is created anew (a kubelet restart, which also removes the plugin's socket),
 the plugin starts again, as NVIDIA's does on its inotify event: every GPU listed afresh,
-healthy. A registration that fails is tried again, from the start, after ``retry_s``.
+healthy; :meth:`NvidiaDevicePlugin.restart` does the same (a restart of the plugin's pod). A
+registration that fails is tried again, from the start, after ``retry_s``.
 
 Allocate answers each container with ``NVIDIA_VISIBLE_DEVICES`` = its GPUs' UUIDs (the
 default ``envvar`` device list strategy); a device the plugin does not have is refused.
@@ -75,11 +76,17 @@ class NvidiaDevicePlugin:
         self._health: dict[str, str] = {}
         self._changed = asyncio.Event()
         self.registered = False
+        self._restart_requested = False
         self.starts = 0
         """How often the plugin started (the first start included)."""
 
     def devices(self) -> list[Device]:
         return device_list(self.uuids, self._health)
+
+    def restart(self) -> None:
+        """Start the plugin again (what an operator does after a GPU reset, so that the reset
+        GPU is listed healthy again: the plugin never marks a GPU healthy by itself)."""
+        self._restart_requested = True
 
     # -- the plugin's life --------------------------------------------------------------------
 
@@ -92,7 +99,7 @@ class NvidiaDevicePlugin:
                     group.create_task(self._serve(), name=f"{self.socket} plugin")
                     group.create_task(self._watch_kubelet(identity), name=f"{self.socket} watch")
             except* _KubeletRestartedError:
-                log.info("kubelet socket created anew; the device plugin starts again")
+                log.info("kubelet socket created anew or restart asked; the plugin starts again")
 
     async def _kubelet_socket(self) -> tuple[int, int]:
         # Polled: the stand-in for the inotify watch NVIDIA's plugin keeps on the directory.
@@ -100,9 +107,14 @@ class NvidiaDevicePlugin:
             await asyncio.sleep(self._watch_interval_s)
         return identity
 
+    def _must_restart(self, identity: tuple[int, int]) -> bool:
+        """A restart was asked for, or kubelet.sock is another one than ``identity``."""
+        return self._restart_requested or _identity(self.kubelet_socket) not in (identity, None)
+
     async def _watch_kubelet(self, identity: tuple[int, int]) -> None:
-        while _identity(self.kubelet_socket) in (identity, None):  # noqa: ASYNC110
+        while not self._must_restart(identity):  # noqa: ASYNC110
             await asyncio.sleep(self._watch_interval_s)
+        self._restart_requested = False
         raise _KubeletRestartedError
 
     async def _serve(self) -> None:

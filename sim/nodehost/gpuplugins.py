@@ -54,6 +54,12 @@ class GpuPlugins:
             found["device plugin"] = self.device_plugin.run()
         return found
 
+    def gpu_reset(self) -> None:
+        """The node's GPUs were reset: NVIDIA's device plugin, which never marks a GPU healthy
+        again by itself, is restarted (as an operator restarts its pod after a reset)."""
+        if self.device_plugin is not None:
+            self.device_plugin.restart()
+
     @property
     def dra_registered(self) -> bool | None:
         """The DRA driver's kubelet plugin is registered; None on a node without it."""
