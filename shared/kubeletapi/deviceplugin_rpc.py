@@ -30,7 +30,7 @@ import grpc
 from shared.kubeletapi import deviceplugin as dp
 from shared.kubeletapi._generated.deviceplugin.v1beta1 import api_pb2 as pb
 from shared.kubeletapi.errors import KubeletApiError
-from shared.kubeletapi.sockets import clear_socket_path, unix_address
+from shared.kubeletapi.sockets import UnixGrpcServer, unix_address
 
 log = logging.getLogger(__name__)
 
@@ -59,34 +59,10 @@ class DevicePluginHandler(Protocol):
         ...
 
 
-class _Server:
-    """A grpc.aio server on one unix socket, removed again on stop."""
-
-    def __init__(self, socket: Path, handler: grpc.GenericRpcHandler) -> None:
-        self.socket = socket
-        self._handler = handler
-        self._server: grpc.aio.Server | None = None
-
-    async def start(self) -> None:
-        clear_socket_path(self.socket)
-        server = grpc.aio.server(handlers=[self._handler])
-        address = unix_address(self.socket)
-        if server.add_insecure_port(address) == 0:
-            raise OSError(f"cannot listen on {address}")
-        await server.start()
-        self._server = server
-
-    async def stop(self, grace: float | None = 0.5) -> None:
-        if self._server is not None:
-            server, self._server = self._server, None
-            await server.stop(grace)
-            self.socket.unlink(missing_ok=True)
-
-
 # -- plugin side --------------------------------------------------------------------------------
 
 
-class DevicePluginServer(_Server):
+class DevicePluginServer(UnixGrpcServer):
     """Serves ``v1beta1.DevicePlugin`` from ``handler`` on ``socket``."""
 
     def __init__(self, socket: Path, handler: DevicePluginHandler) -> None:
@@ -178,7 +154,7 @@ async def register(
 # -- kubelet side -------------------------------------------------------------------------------
 
 
-class RegistrationServer(_Server):
+class RegistrationServer(UnixGrpcServer):
     """Serves ``v1beta1.Registration`` on ``socket``; each request goes to ``on_register``."""
 
     def __init__(
