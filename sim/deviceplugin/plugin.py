@@ -48,10 +48,6 @@ SOCKET_NAME = "nvidia-gpu.sock"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 
 
-class _KubeletRestartedError(Exception):
-    """kubelet.sock was created anew: the plugin starts again."""
-
-
 def _identity(path: Path) -> tuple[int, int] | None:
     """What tells one kubelet.sock from the next (inode, change time), None when absent."""
     try:
@@ -94,12 +90,18 @@ class NvidiaDevicePlugin:
         """Start whenever a kubelet socket appears; start again when it is replaced."""
         while True:
             identity = await self._kubelet_socket()
+            serving = asyncio.create_task(self._serve(), name=f"{self.socket} plugin")
             try:
-                async with asyncio.TaskGroup() as group:
-                    group.create_task(self._serve(), name=f"{self.socket} plugin")
-                    group.create_task(self._watch_kubelet(identity), name=f"{self.socket} watch")
-            except* _KubeletRestartedError:
-                log.info("kubelet socket created anew or restart asked; the plugin starts again")
+                # Polled: the stand-in for the inotify watch NVIDIA's plugin keeps.
+                while not serving.done() and not self._must_restart(identity):
+                    await asyncio.wait([serving], timeout=self._watch_interval_s)
+            finally:
+                serving.cancel()
+                await asyncio.wait([serving])
+            self._restart_requested = False
+            if not serving.cancelled() and (failure := serving.exception()) is not None:
+                raise failure
+            log.info("kubelet socket created anew or restart asked; the plugin starts again")
 
     async def _kubelet_socket(self) -> tuple[int, int]:
         # Polled: the stand-in for the inotify watch NVIDIA's plugin keeps on the directory.
@@ -110,12 +112,6 @@ class NvidiaDevicePlugin:
     def _must_restart(self, identity: tuple[int, int]) -> bool:
         """A restart was asked for, or kubelet.sock is another one than ``identity``."""
         return self._restart_requested or _identity(self.kubelet_socket) not in (identity, None)
-
-    async def _watch_kubelet(self, identity: tuple[int, int]) -> None:
-        while not self._must_restart(identity):  # noqa: ASYNC110
-            await asyncio.sleep(self._watch_interval_s)
-        self._restart_requested = False
-        raise _KubeletRestartedError
 
     async def _serve(self) -> None:
         self.uuids = tuple(gpu.uuid for gpu in await asyncio.to_thread(read_gpus))
@@ -136,7 +132,7 @@ class NvidiaDevicePlugin:
             except DevicePluginError as exc:
                 log.warning("could not register with the kubelet", extra={"error": str(exc)})
                 await asyncio.sleep(self._retry_s)
-                raise _KubeletRestartedError from exc
+                return  # run() starts the plugin again
             self.registered = True
             log.info("device plugin registered", extra={"gpus": len(self.uuids)})
             await self._check_health()
