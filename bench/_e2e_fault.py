@@ -5,8 +5,9 @@ no longer among its members, every member sits in the domain's clique, and the w
 all run, none of them on a faulted node. The evicted pod's replacement is the pod that was not
 there before the fault.
 
-After each run (untimed) the bench resets the GPU (:func:`heal`: the fault cleared) and waits
-until the node's taint is gone, so that every run starts on a healthy cluster and the health
+After each run (untimed) the bench resets the GPU (:func:`heal`: the fault cleared, which
+restarts the node's device plugin so that it lists the GPU healthy again) and waits until the
+node has no fault taint, so that every run starts on a healthy cluster and the health
 monitors' circuit breaker, which caps the nodes holding NoExecute at once, never holds a later
 run's fault back. The IMEX daemon restarts of the whole scenario, counted by the node host, are
 split into those on faulted nodes and those elsewhere (:func:`split_restarts`; elsewhere must
@@ -27,7 +28,9 @@ from shared.kube.client import KubeClient
 from sim import control as simctl
 
 FATAL_XID = 79
-"""The GPU has fallen off the bus: fatal, the health monitor taints the node NoExecute."""
+"""The GPU has fallen off the bus: fatal and about that GPU alone, so the health monitor evicts
+the pod holding it (the node's device plugin takes the GPU out of allocatable) and leaves the
+node untainted. The scenario's pods take whole nodes, so the pod leaves the node either way."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from sim.control.state import (
     require_cluster,
     write_cluster,
 )
+from sim.kubelet import KubeletSettings
 from sim.topology import DEFAULT_TOPOLOGY, TopologyError
 
 
@@ -43,6 +44,7 @@ async def up(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         label_cliques=args.label_cliques,
         api_process=not args.api_in_process,
+        kubelet=KubeletSettings(gpu_devices="plugin" if args.device_plugins else "topology"),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -110,6 +112,13 @@ def main() -> None:
         action="store_true",
         help="serve the API from this process too (by default the emulator runs in a process "
         "of its own, so that it and the kubelets, scheduler and controllers use two cores)",
+    )
+    start.add_argument(
+        "--device-plugins",
+        action="store_true",
+        help="nvidia.com/gpu only from device plugins registered with the kubelets, none until "
+        "one registers (the node host runs NVIDIA's on every device-plugin node); by default "
+        "each kubelet lists its node's GPUs itself until a plugin registers",
     )
     commands.add_parser("status", help="list the nodes of the running cluster")
     switch = commands.add_parser("power", help="power a node on or off")

@@ -20,7 +20,7 @@ import msgspec
 
 from shared.kubeletapi._generated.podresources.v1 import api_pb2 as pb
 from shared.kubeletapi.errors import KubeletApiError
-from shared.kubeletapi.sockets import clear_socket_path, unix_address
+from shared.kubeletapi.sockets import UnixGrpcServer, unix_address
 
 KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 """Where a kubelet serves the PodResources API."""
@@ -156,28 +156,12 @@ def _pod_from_pb(message: pb.PodResources) -> PodResources:
 # -- kubelet side -------------------------------------------------------------------------------
 
 
-class PodResourcesServer:
+class PodResourcesServer(UnixGrpcServer):
     """Serves ``v1.PodResourcesLister`` from ``source`` on the unix socket ``socket``."""
 
     def __init__(self, socket: Path, source: PodResourcesSource) -> None:
-        self.socket = socket
         self._source = source
-        self._server: grpc.aio.Server | None = None
-
-    async def start(self) -> None:
-        clear_socket_path(self.socket)
-        server = grpc.aio.server(handlers=[self._handler()])
-        address = unix_address(self.socket)
-        if server.add_insecure_port(address) == 0:
-            raise OSError(f"cannot listen on {address}")
-        await server.start()
-        self._server = server
-
-    async def stop(self, grace: float | None = 1.0) -> None:
-        if self._server is not None:
-            server, self._server = self._server, None
-            await server.stop(grace)
-            self.socket.unlink(missing_ok=True)
+        super().__init__(socket, self._handler())
 
     def _handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(

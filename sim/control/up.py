@@ -163,7 +163,8 @@ def _start_nats(options: UpOptions, started: _Starting, *, say: Say) -> str:
 
 def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> ClusterFile:
     state_dir = options.state_dir
-    argv = [sys.executable, "-m", "sim", "--state-dir", str(state_dir), "up"]
+    # The node host runs NVIDIA's device plugin on every device-plugin node it hosts.
+    argv = [sys.executable, "-m", "sim", "--state-dir", str(state_dir), "up", "--device-plugins"]
     sim = started.add(
         spawn(
             "simulated cluster",
@@ -230,15 +231,14 @@ def _start_nodehost(options: UpOptions, started: _Starting, *, nats_url: str) ->
 
 
 def _wait_ready(state_dir: Path, host: Started, *, timeout_s: float, say: Say) -> None:
-    """Until every powered node's IMEX daemon is ready and its Node object in sync."""
+    """Until every powered node's IMEX daemon is ready, its Node object in sync and its GPU
+    plugins registered (so that the nodes offer their GPUs)."""
     control = require_nodehost(state_dir).control_url
 
     def probe() -> list[dict[str, Any]] | None:
         _raise_if_exited(host, what="the node host")
         nodes: list[dict[str, Any]] = request(control, "GET", "/nodes")
-        ready = [
-            n for n in nodes if n["powered"] is False or (n["imex_ready"] and n["node_synced"])
-        ]
+        ready = [n for n in nodes if n["powered"] is False or node_ready(n)]
         return nodes if len(ready) == len(nodes) else None
 
     nodes = poll(probe, timeout_s=timeout_s, interval_s=0.5)
@@ -247,6 +247,12 @@ def _wait_ready(state_dir: Path, host: Started, *, timeout_s: float, say: Say) -
             f"the nodes' services were not ready within {timeout_s:.0f} s; see {host.log}"
         )
     say(f"node host        {len(nodes)} nodes ready  (pid {host.pid})")
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    """A hosted node's entry (GET /nodes) says its services and GPU plugins are ready."""
+    plugins = (node.get("gpu_plugin_registered"), node.get("device_plugin_registered"))
+    return bool(node["imex_ready"] and node["node_synced"]) and False not in plugins
 
 
 # -- waiting ------------------------------------------------------------------------------------

@@ -44,8 +44,10 @@ TARGET = Target(
 )
 """What :data:`MANIFESTS` create (kept in step with them by the demo's test)."""
 
-XID = 79
-"""GPU has fallen off the bus: fatal, the node is drained (NoExecute taint)."""
+XID = 74
+"""An NVLink error: fatal, and about the tray's NVLink links every GPU uses, so node-level: the
+node is drained (NoExecute taint). A fault of one GPU alone (XID 79, say) would evict only the
+pod holding that GPU (docs/health-monitor.md)."""
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,7 @@ async def _seed_act(
     victim = pick_member(domain.members)
     evicted = sorted(pod for pod, node in ready.pod_nodes.items() if node == victim)
     with tracer.start_as_current_span("fatal XID"):
-        screen.step(f"inject XID {XID} (GPU fallen off the bus) on member node {victim}")
+        screen.step(f"inject XID {XID} (an NVLink error) on member node {victim}")
         faulted = time.monotonic()
         monitor.watch_imex()
         await _fault(running, victim, {"kind": "xid", "gpu": 0, "xid": XID}, screen)

@@ -145,7 +145,7 @@ def summary_lines(summary: Summary) -> list[str]:
         ("members", f"{summary.members} nodes"),
         (
             "fault",
-            f"XID 79 on {summary.faulted_node or '-'}; Degraded ({summary.degraded_reason or '-'}) "
+            f"XID 74 on {summary.faulted_node or '-'}; Degraded ({summary.degraded_reason or '-'}) "
             f"after {seconds(summary.fault_to_degraded_s)}",
         ),
         ("fault to recovered", recovery),

@@ -77,7 +77,7 @@ class NodeAgent:
             self._settings,
             labels=self._labels,
             now=utcnow(),
-            healthy_gpus=self._devices.allocatable(),
+            gpus=self._devices.counts(),
         )
         try:
             created = _node_decoder.decode(await self._client.create(NODES, body))
@@ -171,9 +171,9 @@ class NodeAgent:
             labels = nodeobject.node_labels(self._node, self._settings, self._labels)
             await self._client.patch(NODES, self._node.name, {"metadata": {"labels": labels}})
         due = time.monotonic() - self._last_report >= self._settings.status_report_interval_s
-        healthy = self._devices.allocatable()
+        gpus = self._devices.counts()
         current_enough = nodeobject.status_is_current(
-            current, self._node, self._settings, healthy_gpus=healthy
+            current, self._node, self._settings, gpus=gpus
         )
         if not due and current_enough:
             return
@@ -182,7 +182,7 @@ class NodeAgent:
             self._settings,
             now=utcnow(),
             previous=current.status.conditions,
-            healthy_gpus=healthy,
+            gpus=gpus,
         )
         await self._client.patch(
             NODES,

@@ -12,6 +12,9 @@ While powered on, a session of tasks runs in one task group:
 - an informer of the kubelet's own Node (``metadata.name``) and one of its pods
   (``spec.nodeName``);
 - a PluginWatcher on ``plugins_dir`` (the node's plugins_registry directory);
+- the device plugin Registration on ``device-plugins/kubelet.sock`` beside it, and the
+  ListAndWatch stream of the plugin registered for ``nvidia.com/gpu``
+  (:mod:`sim.kubelet.deviceplugins`);
 - a work queue of pod keys and the workers that sync them (:mod:`sim.kubelet.podsync`).
 
 Powering off cancels the session (the watcher drops its plugin connections); what the
@@ -36,10 +39,12 @@ from shared.kube.recorder import EventRecorder
 from shared.kube.resources import NODES, PODS
 from shared.kube.workqueue import WorkQueue
 from shared.kubeletapi import PluginWatcher
+from shared.kubeletapi.deviceplugin import DEVICE_PLUGIN_DIR
 from shared.kubeletapi.podresources import PodResourcesServer
 from shared.metrics import Metrics
 from sim.kubelet.checkpoint import Checkpoint
-from sim.kubelet.devices import HEALTHY, DeviceCheckpoint, DeviceManager
+from sim.kubelet.deviceplugins import DevicePlugins
+from sim.kubelet.devices import DeviceCheckpoint, DeviceManager
 from sim.kubelet.dra import DraManager
 from sim.kubelet.heartbeat import NodeAgent
 from sim.kubelet.models import Node, Pod
@@ -84,9 +89,15 @@ class SimulatedKubelet:
         self._checkpoint = Checkpoint()
         self._status_changed = asyncio.Event()
         self.devices = DeviceManager(
-            node, checkpoint=DeviceCheckpoint(), on_health_change=self._status_changed.set
+            node,
+            checkpoint=DeviceCheckpoint(),
+            source=self._settings.gpu_devices,
+            on_health_change=self._status_changed.set,
         )
         self.pod_resources_socket = plugins_dir.parent / "pod-resources" / "kubelet.sock"
+        self.device_plugins_dir = plugins_dir.parent / DEVICE_PLUGIN_DIR
+        self.device_plugins: DevicePlugins | None = None
+        """The session's device plugin registrations (None while powered off)."""
         self._addresses = PodAddresses(node.address)
         self._powered = powered
         self._power_changed = asyncio.Event()
@@ -122,9 +133,8 @@ class SimulatedKubelet:
         """Start them again (a fresh LIST of everything, as after a reboot)."""
         if not self._powered:
             log.info("node powered on", extra={"node": self.name})
-            # A reboot resets the GPUs; the device plugin starts again and lists them healthy.
-            for device in self.devices.device_ids:
-                self.devices.set_health(device, HEALTHY)
+            # A reboot resets the GPUs and restarts the kubelet's device manager.
+            self.devices.reboot()
         self._powered = True
         self._power_changed.set()
 
@@ -171,6 +181,11 @@ class SimulatedKubelet:
                 backoff_base_s=settings.retry_backoff_s, backoff_max_s=settings.retry_backoff_max_s
             ),
         )
+        device_plugins = DevicePlugins(
+            directory=self.device_plugins_dir,
+            devices=self.devices,
+            call_timeout=settings.device_plugin_call_timeout_s,
+        )
         sync = PodSync(
             node_name=name,
             client=self._client,
@@ -178,6 +193,7 @@ class SimulatedKubelet:
             nodes=nodes,
             dra=DraManager(client=self._client, watcher=watcher, checkpoint=self._checkpoint),
             devices=self.devices,
+            device_plugins=device_plugins,
             recorder=self._recorder,
             addresses=self._addresses,
             default_toleration_s=settings.default_toleration_s,
@@ -220,6 +236,7 @@ class SimulatedKubelet:
             KubeletPodResources(pods=pods.cache.objects, devices=self.devices),
         )
         await pod_resources.start()
+        self.device_plugins = device_plugins
         self._active = True
         log.info("kubelet started", extra={"node": name})
         try:
@@ -229,6 +246,7 @@ class SimulatedKubelet:
                 group.create_task(nodes.run(), name=f"{name} node informer")
                 group.create_task(pods.run(), name=f"{name} pod informer")
                 group.create_task(agent.run(), name=f"{name} node agent")
+                group.create_task(device_plugins.run(), name=f"{name} device plugins")
                 # Pods are synced once the plugins already in place are registered, so that
                 # a reboot does not begin with a round of "driver not registered" failures.
                 await scanned.wait()
@@ -241,6 +259,7 @@ class SimulatedKubelet:
         finally:
             queue.shut_down()
             await pod_resources.stop()
+            self.device_plugins = None
             self._active = False
             log.info("kubelet stopped", extra={"node": name})
 

@@ -22,6 +22,8 @@ from typing import Final
 # -- pod annotations of the simulator --------------------------------------------------------
 
 CDI_DEVICES_ANNOTATION: Final = "sim.cdo.dev/cdi-devices"
+DEVICE_ENVS_ANNOTATION: Final = "sim.cdo.dev/device-envs"
+"""JSON {container: {variable: value}}: the environment the device plugin's Allocate gave."""
 RUN_SECONDS_ANNOTATION: Final = "sim.cdo.dev/run-seconds"
 EXIT_CODE_ANNOTATION: Final = "sim.cdo.dev/exit-code"
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.kube.models import Condition
 from sim.kubelet import names
+from sim.kubelet.devices import GpuCount
 from sim.kubelet.models import Node
 from sim.kubelet.settings import KubeletSettings
 from sim.kubelet.timefmt import rfc3339
@@ -59,10 +60,12 @@ def node_labels(
     return labels
 
 
-def capacity(node: TopologyNode, settings: KubeletSettings) -> dict[str, str]:
+def capacity(
+    node: TopologyNode, settings: KubeletSettings, *, gpus: GpuCount | None = None
+) -> dict[str, str]:
     """Capacity (and allocatable): the settings' amounts, the topology's overrides for the
-    node on top, and ``nvidia.com/gpu`` only where NVIDIA's device plugin runs (a node whose
-    GPUs NVIDIA's DRA driver publishes reports none)."""
+    node on top, and ``nvidia.com/gpu`` only while the device manager has that resource
+    (``gpus``: a device plugin serves it, or the kubelet lists the topology's GPUs)."""
     resources = settings.resources
     reported = {
         "cpu": resources.cpu,
@@ -71,18 +74,18 @@ def capacity(node: TopologyNode, settings: KubeletSettings) -> dict[str, str]:
         "ephemeral-storage": resources.ephemeral_storage,
         **node.allocatable,
     }
-    if node.device_plugin:
-        reported[names.GPU_RESOURCE] = str(len(node.gpus))
+    if gpus is not None:
+        reported[names.GPU_RESOURCE] = str(gpus.capacity)
     return reported
 
 
 def allocatable(
-    node: TopologyNode, settings: KubeletSettings, *, healthy_gpus: int | None = None
+    node: TopologyNode, settings: KubeletSettings, *, gpus: GpuCount | None = None
 ) -> dict[str, str]:
     """Capacity less the devices the device plugin reports unhealthy."""
-    resources = capacity(node, settings)
-    if healthy_gpus is not None and node.device_plugin:
-        resources[names.GPU_RESOURCE] = str(healthy_gpus)
+    resources = capacity(node, settings, gpus=gpus)
+    if gpus is not None:
+        resources[names.GPU_RESOURCE] = str(gpus.allocatable)
     return resources
 
 
@@ -148,12 +151,12 @@ def status_body(
     *,
     now: datetime,
     previous: tuple[Condition, ...] = (),
-    healthy_gpus: int | None = None,
+    gpus: GpuCount | None = None,
 ) -> dict[str, Any]:
-    """The node's ``status`` as its kubelet reports it (``healthy_gpus`` None: every GPU)."""
+    """The node's ``status`` as its kubelet reports it (``gpus`` None: no nvidia.com/gpu)."""
     return {
-        "capacity": capacity(node, settings),
-        "allocatable": allocatable(node, settings, healthy_gpus=healthy_gpus),
+        "capacity": capacity(node, settings, gpus=gpus),
+        "allocatable": allocatable(node, settings, gpus=gpus),
         "addresses": addresses(node),
         "nodeInfo": node_info(node, settings),
         "conditions": conditions(now, previous),
@@ -166,7 +169,7 @@ def registration_body(
     *,
     labels: Mapping[str, str],
     now: datetime,
-    healthy_gpus: int | None = None,
+    gpus: GpuCount | None = None,
 ) -> dict[str, Any]:
     """The Node object a kubelet creates when it registers."""
     return {
@@ -174,7 +177,7 @@ def registration_body(
         "kind": "Node",
         "metadata": {"name": node.name, "labels": node_labels(node, settings, labels)},
         "spec": {"taints": taints(node)} if node.taints else {},
-        "status": status_body(node, settings, now=now, healthy_gpus=healthy_gpus),
+        "status": status_body(node, settings, now=now, gpus=gpus),
     }
 
 
@@ -183,12 +186,12 @@ def status_is_current(
     node: TopologyNode,
     settings: KubeletSettings,
     *,
-    healthy_gpus: int | None = None,
+    gpus: GpuCount | None = None,
 ) -> bool:
     """Whether the reported status already says what the kubelet would say (heartbeats aside)."""
     status = current.status
-    if status.capacity != capacity(node, settings) or status.allocatable != allocatable(
-        node, settings, healthy_gpus=healthy_gpus
+    if status.capacity != capacity(node, settings, gpus=gpus) or status.allocatable != allocatable(
+        node, settings, gpus=gpus
     ):
         return False
     if [(a.type, a.address) for a in status.addresses] != [

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -225,8 +225,18 @@ def cdi_annotation(device_ids: Sequence[str]) -> str:
     return json.dumps(list(device_ids), separators=(",", ":"))
 
 
-def has_cdi_annotation(pod: Pod, device_ids: Sequence[str]) -> bool:
-    return pod.metadata.annotations.get(names.CDI_DEVICES_ANNOTATION) == cdi_annotation(device_ids)
+def missing_annotations(
+    pod: Pod, device_ids: Sequence[str], envs: Mapping[str, Mapping[str, str]]
+) -> dict[str, str]:
+    """The simulator's annotations the pod lacks or shows otherwise: its CDI ids and, when
+    a device plugin's Allocate gave any, each container's environment."""
+    wanted = {names.CDI_DEVICES_ANNOTATION: cdi_annotation(device_ids)}
+    if envs:
+        wanted[names.DEVICE_ENVS_ANNOTATION] = json.dumps(
+            envs, sort_keys=True, separators=(",", ":")
+        )
+    current = pod.metadata.annotations
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
 def finish_time(pod: Pod, start: datetime) -> datetime | None:

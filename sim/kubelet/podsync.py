@@ -10,8 +10,9 @@ For the pod at a key, in order:
 5. otherwise its claims are prepared through the DRA plugins: on failure the pod stays Pending
    and shows the plugin's error (condition ``PodReadyToStartContainers=False``, reason
    ``FailedPrepareDynamicResources``, and a Warning Event) and the sync is retried with backoff;
-   on success the CDI ids go into the ``sim.cdo.dev/cdi-devices`` annotation and the pod is
-   Running and Ready;
+   on success the CDI ids go into the ``sim.cdo.dev/cdi-devices`` annotation (and what the
+   device plugin's Allocate gave each container into ``sim.cdo.dev/device-envs``) and the
+   pod is Running and Ready;
 6. a pod with ``sim.cdo.dev/run-seconds`` finishes that long after it started.
 """
 
@@ -29,6 +30,7 @@ from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import PODS
 from sim.kubelet import names, podstatus
+from sim.kubelet.deviceplugins import DevicePlugins
 from sim.kubelet.devices import DeviceAllocationError, DeviceManager
 from sim.kubelet.dra import DraManager, PrepareError, UnprepareError
 from sim.kubelet.evict import evict_pod
@@ -52,6 +54,7 @@ class PodSync:
         nodes: Informer[Node],
         dra: DraManager,
         devices: DeviceManager,
+        device_plugins: DevicePlugins,
         recorder: EventRecorder,
         addresses: PodAddresses,
         default_toleration_s: int,
@@ -65,6 +68,7 @@ class PodSync:
         self._nodes = nodes
         self._dra = dra
         self._devices = devices
+        self._device_plugins = device_plugins
         self._recorder = recorder
         self._addresses = addresses
         self._default_toleration_s = default_toleration_s
@@ -133,7 +137,8 @@ class PodSync:
         """Prepare and mark Running; when the pod's containers will exit (None: never)."""
         start = pod.status.start_time or now
         try:
-            self._devices.allocate(key, pod)  # the device manager admits the pod first
+            # The device manager admits the pod first (its plugin's Allocate included).
+            assigned = await self._device_plugins.allocate(key, pod)
         except DeviceAllocationError as exc:
             await self._show_prepare_error(pod, str(exc), start=start, now=now)
             raise
@@ -144,17 +149,12 @@ class PodSync:
             except PrepareError as exc:
                 await self._show_prepare_error(pod, str(exc), start=start, now=now)
                 raise
-        if not podstatus.has_cdi_annotation(pod, ids):
+        envs = {c: dict(a.envs) for c, a in assigned.allocations.items() if a.envs}
+        missing = podstatus.missing_annotations(pod, ids, envs)
+        if missing:
             await self._write(
                 pod,
-                {
-                    "metadata": {
-                        "uid": pod.metadata.uid,
-                        "annotations": {
-                            names.CDI_DEVICES_ANNOTATION: podstatus.cdi_annotation(ids)
-                        },
-                    }
-                },
+                {"metadata": {"uid": pod.metadata.uid, "annotations": missing}},
                 subresource="",
             )
         if not podstatus.is_running(pod):

@@ -7,7 +7,7 @@ and the demo shrink them.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -70,6 +70,18 @@ class KubeletSettings(Settings, frozen=True, kw_only=True):
             ge=0,
         ),
     ] = 300
+    gpu_devices: Annotated[
+        Literal["topology", "plugin"],
+        Meta(
+            description="Where nvidia.com/gpu devices come from: 'plugin', only from a device "
+            "plugin registered on the node's device-plugins socket (none until one registers, "
+            "as on a real node); 'topology', the node's GPUs listed healthy until a plugin "
+            "registers, for clusters run without one."
+        ),
+    ] = "topology"
+    device_plugin_call_timeout_s: Annotated[
+        float, Meta(description="Deadline of one Allocate/GetPreferredAllocation call.", gt=0)
+    ] = 10.0
 
 
 class LifecycleSettings(Settings, frozen=True, kw_only=True):

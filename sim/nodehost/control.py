@@ -6,7 +6,8 @@
     GET    /nodes                          every hosted node: power, services, readiness
     GET    /nodes/<name>                   one of them
     POST   /nodes/<name>/faults            inject a fault: {"kind": "xid", "gpu": 1, "xid": 79}
-    DELETE /nodes/<name>/faults            every GPU of the node healthy again
+    DELETE /nodes/<name>/faults            every GPU of the node healthy again (a GPU reset;
+                                           the node's device plugin is restarted)
     GET    /nodes/<name>/metrics/<service> Prometheus text of imex-agent or health-monitor
     GET    /imex                           every hosted node's IMEX daemons: starts, instance
     GET    /nodes/<name>/imex              one of them
@@ -133,7 +134,10 @@ def control_app(host: NodeHost) -> web.Application:
         return apply(target, fault)
 
     async def clear_faults(request: web.Request) -> web.Response:
-        return apply(node_of(request), ClearFaults())
+        target = node_of(request)
+        answer = apply(target, ClearFaults())
+        target.gpus.gpu_reset()  # the device plugin lists the reset GPUs healthy again
+        return answer
 
     async def metrics(request: web.Request) -> web.Response:
         target = node_of(request)

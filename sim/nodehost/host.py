@@ -14,9 +14,10 @@ Every hosted node has, as a GPU node of a real cluster would:
   in this event loop (:mod:`sim.nodehost.imex`) and its DRA kubelet plugin in the simulated
   kubelet's directory of the node;
 - a health monitor (:class:`services.health_monitor.HealthMonitor`);
-- on a node whose GPUs NVIDIA's GPU DRA driver publishes (topology ``gpu_api`` ``dra`` or
-  ``both``), that driver's kubelet plugin (:class:`sim.gpudriver.GpuKubeletPlugin`), in the
-  same session as the services;
+- NVIDIA's GPU software in the same session as the services (:mod:`sim.nodehost.gpuplugins`):
+  its device plugin where the topology's ``gpu_api`` is ``device-plugin`` or ``both``
+  (:class:`sim.deviceplugin.NvidiaDevicePlugin`), its GPU DRA driver's kubelet plugin where it
+  is ``dra`` or ``both`` (:class:`sim.gpudriver.GpuKubeletPlugin`);
 - one NATS connection per service, each with its own metrics registry, as two pods would have.
 
 A node runs its services while it has power. Powering it off kills its IMEX daemon without a
@@ -51,8 +52,8 @@ from shared.kube.recorder import EventRecorder
 from shared.kubeletapi.podresources import PodResourcesClient
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
-from sim.gpudriver import GpuKubeletPlugin
 from sim.imex import Timing
+from sim.nodehost.gpuplugins import GpuPlugins
 from sim.nodehost.imex import DaemonDirectory, NodeImex
 from sim.nodehost.power import PowerSource, PowerUnavailableError
 from sim.nodehost.settings import (
@@ -133,6 +134,8 @@ class NodeStatus(msgspec.Struct, frozen=True, kw_only=True):
     nvml_available: bool
     gpu_plugin_registered: bool | None = None
     """NVIDIA's GPU DRA plugin is registered with the kubelet; None on a node without it."""
+    device_plugin_registered: bool | None = None
+    """NVIDIA's device plugin is registered with the kubelet; None on a node without it."""
 
 
 class HostedNode:
@@ -153,7 +156,8 @@ class HostedNode:
         self.last_error = ""
         self.agent: ImexAgent | None = None
         self.monitor: HealthMonitor | None = None
-        self.gpu_plugin: GpuKubeletPlugin | None = None
+        self.gpus = GpuPlugins(dra=None, device_plugin=None)
+        """The session's GPU DRA driver and device plugin (none while no session runs)."""
         self.metrics: dict[str, Metrics] = {}
         self._powered: bool | None = None  # unknown until the power source answered
         self._power_changed = asyncio.Event()
@@ -172,19 +176,15 @@ class HostedNode:
 
     @property
     def ready(self) -> bool:
-        """Its services run, its IMEX daemon is READY, its plugin registered, its Node seen."""
+        """Its services run, its IMEX daemon is READY, its plugins registered, its Node seen."""
         return (
             self.state == "running"
             and self.agent is not None
             and self.agent.ready
             and self.monitor is not None
             and self.monitor.node_synced
-            and (not self.topology.gpu_dra or self._gpu_registered)
+            and self.gpus.registered
         )
-
-    @property
-    def _gpu_registered(self) -> bool:
-        return self.gpu_plugin is not None and self.gpu_plugin.registered
 
     def status(self) -> NodeStatus:
         agent, monitor = self.agent, self.monitor
@@ -201,8 +201,16 @@ class HostedNode:
             plugin_registered=agent is not None and agent.plugin.registered,
             node_synced=monitor is not None and monitor.node_synced,
             nvml_available=monitor is not None and monitor.nvml_available,
-            gpu_plugin_registered=self._gpu_registered if self.topology.gpu_dra else None,
+            gpu_plugin_registered=self._registered(self.topology.gpu_dra, self.gpus.dra_registered),
+            device_plugin_registered=self._registered(
+                self.topology.device_plugin, self.gpus.device_plugin_registered
+            ),
         )
+
+    @staticmethod
+    def _registered(has: bool, registered: bool | None) -> bool | None:
+        """None on a node without the plugin; False too while no session runs it."""
+        return bool(registered) if has else None
 
     # -- power -------------------------------------------------------------------------------
 
@@ -278,7 +286,7 @@ class HostedNode:
             finally:
                 self.agent = None
                 self.monitor = None
-                self.gpu_plugin = None
+                self.gpus = GpuPlugins(dra=None, device_plugin=None)
             if powered_off:
                 backoff = settings.restart_backoff_s
                 continue
@@ -341,10 +349,12 @@ class HostedNode:
                 pod_resources=pod_resources,
             )
             self.agent, self.monitor, self.metrics = agent, monitor, metrics
-            self.gpu_plugin = self._gpu_driver()
+            self.gpus = GpuPlugins.for_node(
+                self.topology, client=context.client, layout=context.layout
+            )
             async with asyncio.TaskGroup() as group:
-                if self.gpu_plugin is not None:
-                    group.create_task(self.gpu_plugin.run(), name=f"{self.name} gpu driver")
+                for what, run in self.gpus.runs().items():
+                    group.create_task(run, name=f"{self.name} {what}")
                 group.create_task(agent_bus.run(), name=f"{self.name} {AGENT} bus")
                 group.create_task(monitor_bus.run(), name=f"{self.name} {MONITOR} bus")
                 group.create_task(agent.run(), name=f"{self.name} {AGENT}")
@@ -352,18 +362,6 @@ class HostedNode:
                 self.state = "running"
                 log.info("node services running", extra={"node": self.name})
         raise _SessionEndedError(f"the services of {self.name} returned")
-
-    def _gpu_driver(self) -> GpuKubeletPlugin | None:
-        """NVIDIA's GPU DRA plugin, on a node whose GPUs it publishes."""
-        if not self.topology.gpu_dra:
-            return None
-        layout = self._context.layout
-        return GpuKubeletPlugin(
-            node=self.name,
-            client=self._context.client,
-            kubelet_root=layout.kubelet_root(self.name),
-            cdi_root=layout.node_dir(self.name) / "cdi",
-        )
 
     async def _bus(
         self, stack: contextlib.AsyncExitStack, service: str, metrics: Metrics, tracer: Tracer

@@ -81,11 +81,10 @@ class ServiceSettings:
     slice_resync_s: float = 300.0
     monitor: MonitorSettings = field(default_factory=MonitorSettings)
     classifier: Classifier = field(default_factory=lambda: DEFAULT_CLASSIFIER)
-    pod_resources: bool = False
+    pod_resources: bool = True
     """Give each health monitor its kubelet's PodResources socket, so that a fault of one
-    device-plugin GPU evicts only the pods holding it. Off by default: nothing reports the
-    node host's GPU health to the simulated kubelets' device managers yet, so allocatable would
-    not drop and a replacement could be given the faulted GPU again."""
+    device-plugin GPU evicts only the pods holding it (the node's device plugin takes the GPU
+    out of allocatable). Off: every fault of a device-plugin GPU taints the whole node."""
 
     def with_imex(self, **changes: object) -> ServiceSettings:
         """These settings with some IMEX settings replaced (ports, pacing)."""

@@ -140,7 +140,7 @@ def check_story(result: subprocess.CompletedProcess[str], state: Path) -> None:
     assert re.fullmatch(r"[0-9a-f-]{36}\.\d+", rows["clique"]), rows
     assert rows["channel"].isdigit()
     assert rows["members"] == "18 nodes"
-    assert re.match(r"XID 79 on rack-\d-tray\d\d; Degraded \(\w+\)", rows["fault"])
+    assert re.match(r"XID 74 on rack-\d-tray\d\d; Degraded \(\w+\)", rows["fault"])
     assert re.fullmatch(
         r"recovered in \d+\.\d s: Ready again, replacement pod on rack-\d-tray\d\d",
         rows["fault to recovered"],

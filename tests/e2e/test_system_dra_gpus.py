@@ -21,15 +21,18 @@ import pytest
 import pytest_asyncio
 
 from shared.crds import COMPUTE_DOMAINS
-from shared.crds.names import DOMAIN_LABEL, GPU_DEVICE_CLASS, GPU_DRA_DRIVER, PLACED_CONDITION
-from shared.kube.models import Pod, ResourceClaim
+from shared.crds.names import DOMAIN_LABEL, PLACED_CONDITION
+from shared.kube.models import Pod
 from shared.kube.resources import DEPLOYMENTS, RESOURCE_CLAIM_TEMPLATES
 from tests.e2e.whole_system import (
     EXAMPLES,
     SYSTEM_STEP_S,
     WholeSystem,
+    claim_devices,
     deployment_object,
     domain_object,
+    dra_deployment,
+    gpu_template,
     running_whole_system,
 )
 from tests.support.wait import wait_for
@@ -51,47 +54,11 @@ async def system() -> AsyncIterator[WholeSystem]:
         yield running
 
 
-def gpu_template(name: str, count: int) -> dict[str, Any]:
-    request = {"name": "gpus", "exactly": {"deviceClassName": GPU_DEVICE_CLASS, "count": count}}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [request]}}},
-    }
-
-
-def dra_deployment(name: str, domain: str, *, replicas: int, template: str) -> dict[str, Any]:
-    """A Deployment whose pods take their GPUs from a claim of ``template``."""
-    body = deployment_object(name, replicas=replicas, gpus=0)
-    spec = body["spec"]["template"]["spec"]
-    container = spec["containers"][0]
-    container["resources"] = {"claims": [{"name": "gpus"}, {"name": "imex-channel"}]}
-    spec["resourceClaims"] = [
-        {"name": "gpus", "resourceClaimTemplateName": template},
-        {"name": "imex-channel", "resourceClaimTemplateName": f"{domain}-rct"},
-    ]
-    return body
-
-
 def plugin_deployment(name: str, domain: str, *, replicas: int, gpus: int) -> dict[str, Any]:
     body = deployment_object(name, replicas=replicas, gpus=gpus)
     claims = body["spec"]["template"]["spec"]["resourceClaims"]
     claims[0]["resourceClaimTemplateName"] = f"{domain}-rct"
     return body
-
-
-def claim_devices(pod: Pod, claims: dict[str, ResourceClaim]) -> list[tuple[str, str]]:
-    """The (pool, device) GPUs of the pod's ``gpus`` claim."""
-    names = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
-    claim = claims.get(names.get("gpus") or "")
-    if claim is None or claim.status.allocation is None:
-        return []
-    return [
-        (result.pool, result.device)
-        for result in claim.status.allocation.devices.results
-        if result.driver == GPU_DRA_DRIVER
-    ]
 
 
 async def running_pods(system: WholeSystem, namespace: str, count: int) -> list[Pod]:

@@ -39,6 +39,8 @@ from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
 from shared.crds.names import (
     CLIQUE_LABEL,
     DOMAIN_LABEL,
+    GPU_DEVICE_CLASS,
+    GPU_DRA_DRIVER,
     GPU_FAULT_TAINT,
     HOSTNAME_LABEL,
     PLACEMENT_GATE,
@@ -58,6 +60,7 @@ from sim import control as simctl
 from sim.control.processes import spawn
 from sim.control.state import Record, read_controlplane, read_nodehost, read_record
 from sim.control.state import write_record as write_cdo_record
+from sim.control.up import node_ready
 from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,6 +158,43 @@ def deployment_object(name: str, *, replicas: int, gpus: int) -> dict[str, Any]:
             },
         },
     }
+
+
+def gpu_template(name: str, count: int) -> dict[str, Any]:
+    request = {"name": "gpus", "exactly": {"deviceClassName": GPU_DEVICE_CLASS, "count": count}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def dra_deployment(name: str, domain: str, *, replicas: int, template: str) -> dict[str, Any]:
+    """A Deployment whose pods take their GPUs from a claim of ``template`` (and domain
+    ``domain``'s channel)."""
+    body = deployment_object(name, replicas=replicas, gpus=0)
+    spec = body["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    container["resources"] = {"claims": [{"name": "gpus"}, {"name": "imex-channel"}]}
+    spec["resourceClaims"] = [
+        {"name": "gpus", "resourceClaimTemplateName": template},
+        {"name": "imex-channel", "resourceClaimTemplateName": f"{domain}-rct"},
+    ]
+    return body
+
+
+def claim_devices(pod: Pod, claims: dict[str, ResourceClaim]) -> list[tuple[str, str]]:
+    """The (pool, device) GPUs of the pod's ``gpus`` claim."""
+    names = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+    claim = claims.get(names.get("gpus") or "")
+    if claim is None or claim.status.allocation is None:
+        return []
+    return [
+        (result.pool, result.device)
+        for result in claim.status.allocation.devices.results
+        if result.driver == GPU_DRA_DRIVER
+    ]
 
 
 def gated(pod: Pod) -> bool:
@@ -461,15 +501,7 @@ class WholeSystem:
                 nodes = simctl.request(host.control_url, "GET", "/nodes")
             except CommandError:
                 return False
-            return all(
-                not node["powered"]
-                or (
-                    node["imex_ready"]
-                    and node["node_synced"]
-                    and node.get("gpu_plugin_registered") is not False
-                )
-                for node in nodes
-            )
+            return all(not node["powered"] or node_ready(node) for node in nodes)
 
         async def probe() -> bool:
             return await asyncio.to_thread(ready)

@@ -6,8 +6,8 @@ import pytest
 
 from shared.kube.client import KubeClient
 from shared.kube.resources import PODS
+from shared.kubeletapi.deviceplugin import HEALTHY, UNHEALTHY
 from shared.kubeletapi.podresources import PodResourcesClient, PodResourcesError
-from sim.kubelet.devices import HEALTHY, UNHEALTHY
 from sim.kubelet.models import Pod
 from sim.topology import Cluster
 from tests.integration.kubelet.conftest import KubeletFactory

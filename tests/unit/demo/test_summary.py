@@ -45,7 +45,7 @@ def test_a_recovered_story() -> None:
     assert rows["clique"] == CLIQUE
     assert rows["channel"] == "0"
     assert rows["members"] == "18 nodes"
-    assert rows["fault"] == "XID 79 on rack-1-tray09; Degraded (MembersMissing) after 0.2 s"
+    assert rows["fault"] == "XID 74 on rack-1-tray09; Degraded (MembersMissing) after 0.2 s"
     assert rows["fault to recovered"] == (
         "recovered in 10.2 s: Ready again, replacement pod on rack-1-tray09"
     )
