@@ -22,6 +22,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from shared.kube.client import KubeClient
 from shared.kube.informer import InformerSettings
+from shared.kubeletapi.sockets import unix_address
 from shared.metrics import Metrics
 from sim.kubelet.kubelet import SimulatedKubelet
 from sim.kubelet.settings import KubeletSettings
@@ -77,6 +78,12 @@ class KubeletFleet:
             )
             for node in cluster.nodes
         }
+        for kubelet in self._kubelets.values():
+            for socket in (
+                kubelet.pod_resources_socket,
+                kubelet.device_plugins_dir / "kubelet.sock",
+            ):
+                unix_address(socket)  # ConfigError now, naming the path, rather than at bind
 
     def kubelet_root(self, node_name: str) -> Path:
         """The node's kubelet directory (what /var/lib/kubelet is on a real node)."""

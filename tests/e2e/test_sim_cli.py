@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.support.processes import ProgramProcess
@@ -25,7 +27,8 @@ def sim(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_up_status_power_and_stop(tmp_path: Path) -> None:
-    state = tmp_path / "s"
+    # The kubelets' unix sockets live below the state directory: keep its path short.
+    state = Path(tempfile.mkdtemp(prefix="cdo-cli-"))
     cluster = ProgramProcess(
         "sim", "--state-dir", str(state), "up", "--label-cliques", env={}, workdir=tmp_path
     ).start()
@@ -59,6 +62,7 @@ def test_up_status_power_and_stop(tmp_path: Path) -> None:
         cluster.stop()
     gone = sim(state, "status")
     assert gone.returncode != 0 and "no simulated cluster" in gone.stderr
+    shutil.rmtree(state, ignore_errors=True)
 
 
 def test_a_bad_topology_names_the_field(tmp_path: Path) -> None:
