@@ -44,6 +44,7 @@ from services.health_monitor.faults import Fault
 from services.health_monitor.fleet import Fleet
 from services.health_monitor.gpureactor import GpuReactor
 from services.health_monitor.metrics import HealthMetrics
+from services.health_monitor.nodeview import newer, node_informer, node_writer
 from services.health_monitor.observations import Observations
 from services.health_monitor.rules import Severity
 from services.health_monitor.scope import confine
@@ -58,14 +59,12 @@ from services.health_monitor.state import (
     resumed_trace,
 )
 from services.health_monitor.watcher import NvmlWatcher
-from services.health_monitor.writer import NodeWriter, WriteBackoff, utc_now
+from services.health_monitor.writer import WriteBackoff, utc_now
 from shared.crds.names import BREAKER_ANNOTATION, CLIQUE_LABEL, GPU_FAULT_TAINT
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
-from shared.kube.informer import Informer
 from shared.kube.models import Node
 from shared.kube.recorder import EventRecorder
-from shared.kube.resources import NODES
 from shared.kubeletapi.podresources import PodResourcesClient
 from shared.metrics import Metrics
 from shared.nvml import CliqueStatus, Nvml
@@ -73,55 +72,6 @@ from shared.nvml import CliqueStatus, Nvml
 __all__ = ["HealthMonitor", "Publisher"]
 
 log = logging.getLogger("cdo.health_monitor")
-
-
-def _version(node: Node) -> int | None:
-    version = node.metadata.resource_version
-    return int(version) if version.isdigit() else None
-
-
-def _newer(known: Node | None, seen: Node) -> Node:
-    """The later of two observations of the Node (writes and watch events race)."""
-    if known is None or known.metadata.uid != seen.metadata.uid:
-        return seen
-    old, new = _version(known), _version(seen)
-    if old is not None and new is not None and new < old:
-        return known
-    return seen
-
-
-def _node_informer(
-    client: KubeClient, *, node_name: str, settings: MonitorSettings, metrics: Metrics
-) -> Informer[Node]:
-    """With the breaker on, every Node (its state is theirs); otherwise only this one."""
-    breaker = settings.breaker
-    return Informer(
-        client,
-        NODES,
-        Node,
-        field_selector="" if breaker.enabled else f"metadata.name={node_name}",
-        label_selector=breaker.node_selector if breaker.enabled else "",
-        settings=settings.informer,
-        metrics=metrics,
-    )
-
-
-def _node_writer(
-    client: KubeClient,
-    *,
-    node_name: str,
-    settings: MonitorSettings,
-    metrics: HealthMetrics,
-    wall: Callable[[], datetime],
-) -> NodeWriter:
-    return NodeWriter(
-        client,
-        node_name=node_name,
-        field_manager=settings.field_manager,
-        metrics=metrics,
-        conflict_retries=settings.conflict_retries,
-        wall_clock=wall,
-    )
 
 
 class HealthMonitor:
@@ -151,43 +101,27 @@ class HealthMonitor:
         self._dirty = asyncio.Event()
         self.observations = Observations(latch_s=settings.xid_latch_s)
         self._watcher = NvmlWatcher(
-            node_name=node_name,
-            nvml=nvml,
-            observations=self.observations,
-            classifier=classifier,
-            metrics=self.metrics,
-            settings=settings,
-            clock=clock,
-            on_change=self._dirty.set,
-        )
+            node_name=node_name, nvml=nvml, observations=self.observations, classifier=classifier,
+            metrics=self.metrics, settings=settings, clock=clock, on_change=self._dirty.set,
+        )  # fmt: skip
         self._announcer = FaultAnnouncer(
-            node_name=node_name,
-            publisher=publisher,
-            metrics=self.metrics,
-            settings=settings,
-            tracer=tracer,
-            recorder=recorder,
-            now=clock(),
-        )
-        self._writer = _node_writer(
+            node_name=node_name, publisher=publisher, metrics=self.metrics, settings=settings,
+            tracer=tracer, recorder=recorder, now=clock(),
+        )  # fmt: skip
+        self._writer = node_writer(
             client, node_name=node_name, settings=settings, metrics=self.metrics, wall=wall_clock
         )
         self._backoff = WriteBackoff(
             first_s=settings.write_retry_s, max_s=settings.write_retry_max_s
         )
-        self._informer = _node_informer(
+        self._informer = node_informer(
             client, node_name=node_name, settings=settings, metrics=metrics
         )
         self._informer.add_handler(self._on_any_node)
         self._gpus = GpuReactor(
-            node_name=node_name,
-            client=client,
-            pod_resources=pod_resources,
-            settings=settings,
-            metrics=self.metrics,
-            registry=metrics,
-            on_change=self._dirty.set,
-        )
+            node_name=node_name, client=client, pod_resources=pod_resources, settings=settings,
+            metrics=self.metrics, registry=metrics, on_change=self._dirty.set,
+        )  # fmt: skip
         self._fleet = Fleet(
             node_name=node_name,
             settings=settings.breaker,
@@ -239,7 +173,7 @@ class HealthMonitor:
         self._dirty.set()
 
     def _adopt(self, node: Node) -> None:
-        self._node = _newer(self._node, node)
+        self._node = newer(self._node, node)
         if self._adopted:
             return
         self._adopted = True
@@ -329,7 +263,7 @@ class HealthMonitor:
             written = await self._writer.apply(
                 health, node, annotations={**(trace or {}), **breaker} or None
             )
-            self._node = _newer(self._node, written)
+            self._node = newer(self._node, written)
         except KubeApiError as exc:
             self._write_failed(exc, now=now)
             return
