@@ -230,7 +230,8 @@ async def test_a_sliced_indexed_job_spans_four_cliques_and_a_fault_stays_in_its_
     assert env["COMPUTE_DOMAIN_NAME"] == "train" and env["COMPUTE_DOMAIN_NAMESPACE"] == namespace
     assert env["COMPUTE_DOMAIN_UUID"] == domain.metadata.uid
 
-    # A fatal XID on a node of slice 2.
+    # A fatal node-level fault on a node of slice 2: XID 74, an NVLink error, takes the whole
+    # node (an XID about one GPU, such as 79, would evict only the pod holding that GPU).
     slice_two = placement.spec.slices[2]
     victim = slice_two.members[0].node
     others = {
@@ -238,7 +239,7 @@ async def test_a_sliced_indexed_job_spans_four_cliques_and_a_fault_stays_in_its_
     }
     evicted = {pod.metadata.name for pod in pods if pod.spec.node_name == victim}
     await asyncio.to_thread(
-        simctl.fault, system.state_dir, victim, {"kind": "xid", "gpu": 0, "xid": 79},
+        simctl.fault, system.state_dir, victim, {"kind": "xid", "gpu": 0, "xid": 74},
         say=lambda _line: None,
     )  # fmt: skip
 
