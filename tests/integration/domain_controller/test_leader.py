@@ -56,7 +56,9 @@ async def test_only_the_leader_writes_and_a_standby_takes_over(
     assert await reconciles(standby) > 0
     await standby.wait_idle()
     # The new leader started from the snapshots: it published "one" no more than before.
-    assert [e.phase for e in membership.of("one")] == ["Pending"]
+    assert [e.phase for e in membership.of("one")] == ["Pending"], [
+        (e.source, e.phase, e.reason, e.size, e.generation) for e in membership.of("one")
+    ]
     (two,) = await wait_for(lambda: membership.of("two"), what="event from the new leader")
     assert two.source == "cdo/domain-controller/dc-b"
 

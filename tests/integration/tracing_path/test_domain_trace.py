@@ -139,9 +139,10 @@ async def test_a_domain_and_a_fault_of_its_node_are_each_one_trace(
     assert membership, "the membership events were published inside the domain's trace"
 
     # -- a fault of a member node: its own trace, to the domain Ready again -----------------------
+    # XID 74 (NVLink) is node-level: the node is tainted and its fault episode traced.
     victim = sorted(pod.spec.node_name for pod in live(await system.pods(NAMESPACE, SELECTOR)))[0]
     body = simctl.fault_body(
-        xid=79, gpu=0, gpu_lost=False, gpu_back=False, nvlink_down=None, nvlink_up=None,
+        xid=74, gpu=0, gpu_lost=False, gpu_back=False, nvlink_down=None, nvlink_up=None,
         fabric_state=None, fabric_problems=(), clear=False,
     )  # fmt: skip
     simctl.fault(system.state_dir, victim, body, say=lambda _: None)
