@@ -23,6 +23,9 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     usable: bool
     healthy: bool = True
     """Ready, no fault (a node that is only cordoned is healthy but not usable)."""
+    overcommitted: bool = False
+    """Reservations hold more GPUs than the node has now (a GPU went unhealthy and left its
+    allocatable): a free slot there can no longer be filled."""
 
 
 class Bucket(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,6 +118,7 @@ def build_clique_state(clique: Clique, reservations: Iterable[Reservation]) -> C
             free=max(0, node.gpus - reserved[node.name]),
             usable=node.usable,
             healthy=node.healthy,
+            overcommitted=reserved[node.name] > node.gpus,
         )
         for node in ordered
     )

@@ -24,8 +24,10 @@ class Places:
         return next((n for n in state.nodes if n.name == node), None) if state else None
 
     def usable(self, clique: str, node: str) -> bool:
+        """In the clique now and takes new pods, with room for what is reserved on it (a node
+        that lost a GPU may no longer hold a free slot the domain kept there)."""
         found = self._state(clique, node)
-        return found is not None and found.usable
+        return found is not None and found.usable and not found.overcommitted
 
     def healthy(self, clique: str, node: str) -> bool:
         """In the clique now, Ready and without a fault (cordoned or not)."""

@@ -6,7 +6,8 @@
   gone or finished
   frees it, and so does one being deleted from a node that takes no new pods (it may stay
   Terminating as long as its node is down; its GPUs then count as held outside the record).
-- Slots on a node that takes no new pods are dropped, except those of pods still seated there.
+- Slots on a node that takes no new pods, or that no longer has the GPUs its reservations hold
+  (a GPU left its allocatable), are dropped, except those of pods still seated there.
 - The gang shrinks from its highest ranks: every slice's rank range is cut at the gang's size
   (but never below a seated pod's rank), and a slice left with no ranks is dropped, with its
   channel if no other slice of the domain uses that clique. The first slice stays, even empty,
