@@ -9,15 +9,18 @@ landed is closed all the same: the server is left with none.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.request
 
 import pytest
+from nats.aio.msg import Msg
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.bus import EventBus, NatsSettings
 from shared.metrics import Metrics
 from sim.natsserver import NatsServer
+from tests.conftest import BusFactory
 from tests.support.wait import wait_for
 
 DELAYS_MS = [step / 4 for step in range(80)]
@@ -70,3 +73,28 @@ async def test_a_bus_cancelled_at_any_moment_of_its_start_ends_cancelled(
         timeout=10,
         what="every cancelled start's connection closed",
     )
+
+
+async def test_a_flush_cancelled_while_it_waits_for_its_pong_leaves_the_connection_reading(
+    bus_factory: BusFactory,
+) -> None:
+    # nats-py sets the result of the first queued PONG future when a PONG arrives; a cancelled
+    # one raised InvalidStateError in its read loop, which then stopped for good: the connection
+    # looked connected and received nothing more.
+    bus = await bus_factory()
+    received: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def receive(message: Msg) -> None:
+        await received.put(message.data)
+
+    await bus.nc.subscribe("test.alive", cb=receive)
+    for yields in range(12):
+        flush = asyncio.create_task(bus.flush())
+        for _ in range(yields):
+            await asyncio.sleep(0)
+        flush.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await flush
+        await bus.nc.publish("test.alive", str(yields).encode())
+        got = await asyncio.wait_for(received.get(), timeout=5)
+        assert got == str(yields).encode(), f"read loop lost after a cancel {yields} yields in"
