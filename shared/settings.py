@@ -47,6 +47,7 @@ S = TypeVar("S", bound=Settings)
 
 _SEQUENCE_TYPES = (mi.ListType, mi.TupleType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)
 _PATH_SEGMENT = re.compile(r"\.([A-Za-z0-9_]+)")
+_MISSING_FIELD = re.compile(r"Object missing required field `([A-Za-z0-9_]+)`")
 
 
 def env_name(prefix: str, path: tuple[str, ...]) -> str:
@@ -114,6 +115,9 @@ def load_settings(cls: type[S], *, prefix: str, environ: Mapping[str, str] | Non
     except msgspec.ValidationError as exc:
         message = str(exc)
         path = tuple(_PATH_SEGMENT.findall(message.rpartition("at `$")[2]))
+        if (missing := _MISSING_FIELD.match(message)) is not None:
+            path = (*path, missing.group(1))
+            message = "required, not set"
         where = env_name(prefix, _variable_path(cls, path)) if path else prefix + "*"
         shown = f"={environ[where]!r}" if where in environ else ""
         raise ConfigError(f"{where}{shown}: {message.split(' - at ')[0]}") from exc

@@ -2,12 +2,13 @@
 
 python -m services.clique_allocator              # run (settings from CDO_* variables)
 python -m services.clique_allocator --settings   # list its CDO_CLIQUE_ALLOCATOR_* settings
+python -m services.clique_allocator --version    # its version; --help: its command line
 """
 
 from __future__ import annotations
 
 from services.clique_allocator.controller import COMPONENT, CliqueAllocator
-from services.clique_allocator.settings import CliqueAllocatorSettings, describe, load
+from services.clique_allocator.settings import ENV_PREFIX, CliqueAllocatorSettings, describe, load
 from shared.kube.client import KubeClient
 from shared.runtime import ServiceContext
 from shared.runtime.entry import kube_service_main
@@ -18,7 +19,15 @@ def start(ctx: ServiceContext, client: KubeClient, settings: CliqueAllocatorSett
 
 
 def main() -> int:
-    return kube_service_main(COMPONENT, describe=describe, load=load, start=start)
+    return kube_service_main(
+        COMPONENT,
+        module="services.clique_allocator",
+        doc=__doc__,
+        prefix=ENV_PREFIX,
+        describe=describe,
+        load=load,
+        start=start,
+    )
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 
 python -m services.domain_controller              # run (settings from CDO_* variables)
 python -m services.domain_controller --settings   # list its CDO_DOMAIN_CONTROLLER_* settings
+python -m services.domain_controller --version    # its version; --help: its command line
 """
 
 from __future__ import annotations
 
 from services.domain_controller.controller import COMPONENT, DomainController
-from services.domain_controller.settings import DomainControllerSettings, describe, load
+from services.domain_controller.settings import ENV_PREFIX, DomainControllerSettings, describe, load
 from shared.kube.client import KubeClient
 from shared.runtime import ServiceContext
 from shared.runtime.entry import kube_service_main
@@ -18,7 +19,15 @@ def start(ctx: ServiceContext, client: KubeClient, settings: DomainControllerSet
 
 
 def main() -> int:
-    return kube_service_main(COMPONENT, describe=describe, load=load, start=start)
+    return kube_service_main(
+        COMPONENT,
+        module="services.domain_controller",
+        doc=__doc__,
+        prefix=ENV_PREFIX,
+        describe=describe,
+        load=load,
+        start=start,
+    )
 
 
 if __name__ == "__main__":

@@ -2,32 +2,41 @@
 
 python -m services.health_monitor              # run (settings from CDO_* variables)
 python -m services.health_monitor --settings   # list its CDO_HEALTH_* settings
+python -m services.health_monitor --version    # its version; --help: its command line
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from services.health_monitor.monitor import HealthMonitor
 from services.health_monitor.settings import (
+    ENV_PREFIX,
     describe,
     load_classifier,
     load_monitor_settings,
     load_service_settings,
 )
 from shared.errors import ConfigError
+from shared.kube.access import kube_access_problem
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
 from shared.kubeletapi.podresources import PodResourcesClient
 from shared.nvml import PynvmlNvml
 from shared.runtime import ServiceContext, run_service
+from shared.runtime.arguments import parse_service_arguments
 from shared.runtime.service import EXIT_CONFIG
+from shared.settings import env_name
 
 COMPONENT = "health-monitor"
 
 
-def main() -> int:
-    if "--settings" in sys.argv[1:]:
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = parse_service_arguments(
+        COMPONENT, module="services.health_monitor", doc=__doc__ or "", argv=argv
+    )
+    if arguments.list_settings:
         print(describe())
         return 0
     try:
@@ -36,6 +45,10 @@ def main() -> int:
         classifier = load_classifier()
     except ConfigError as exc:
         print(f"{COMPONENT}: invalid setting {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    variable = env_name(ENV_PREFIX, ("kubeconfig",))
+    if (problem := kube_access_problem(service.kubeconfig, variable=variable)) is not None:
+        print(f"{COMPONENT}: no Kubernetes API: {problem}", file=sys.stderr)
         return EXIT_CONFIG
 
     async def setup(ctx: ServiceContext) -> None:

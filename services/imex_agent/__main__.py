@@ -2,6 +2,7 @@
 
 python -m services.imex_agent              # run (settings from CDO_IMEX_AGENT_* variables)
 python -m services.imex_agent --settings   # list its CDO_IMEX_AGENT_* settings
+python -m services.imex_agent --version    # its version; --help: its command line
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from services.imex_agent.agent import ImexAgent
 from services.imex_agent.names import COMPONENT
 from services.imex_agent.programs import CommandImex, LauncherImex
-from services.imex_agent.settings import AgentSettings, ImexSettings, describe, load
+from services.imex_agent.settings import ENV_PREFIX, AgentSettings, ImexSettings, describe, load
 from shared.kube.client import KubeClient
 from shared.nvml import PynvmlNvml
 from shared.runtime import ServiceContext
@@ -52,7 +53,15 @@ def start(ctx: ServiceContext, client: KubeClient, settings: AgentSettings) -> N
 
 
 def main() -> int:
-    return kube_service_main(COMPONENT, describe=describe, load=load, start=start)
+    return kube_service_main(
+        COMPONENT,
+        module="services.imex_agent",
+        doc=__doc__,
+        prefix=ENV_PREFIX,
+        describe=describe,
+        load=load,
+        start=start,
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ same settings paced for a short-lived client (a command, the demo's event feed).
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Meta
@@ -51,6 +52,30 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
         bool,
         Meta(description="Create or update the stream and bucket at start (needs the rights)."),
     ] = True
+
+
+NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def nats_url_problem(urls: str) -> str | None:
+    """Why ``urls`` (comma separated, as CDO_NATS_URL holds them) cannot be connected to, or
+    None; nats-py would fail on it only at connect time, deep in a retry loop."""
+    parts = [part.strip() for part in urls.split(",") if part.strip()]
+    if not parts:
+        return "no URL given"
+    for part in parts:
+        parsed = urlsplit(part if "://" in part else f"nats://{part}")
+        if parsed.scheme not in NATS_SCHEMES:
+            return f"{part!r}: the scheme must be one of {', '.join(NATS_SCHEMES)}"
+        try:
+            port = parsed.port
+        except ValueError:
+            return f"{part!r}: the port must be a number from 1 to 65535"
+        if not parsed.hostname or " " in part:
+            return f"{part!r}: no host name"
+        if port == 0:
+            return f"{part!r}: the port must be a number from 1 to 65535"
+    return None
 
 
 def client_settings(url: str, *, reconnect_forever: bool = False) -> NatsSettings:

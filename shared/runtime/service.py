@@ -7,11 +7,11 @@
         await ctx.bus.subscribe(..., handler)
         ctx.supervisor.start("reconciler", reconciler.run())
 
-``run_service`` reads RuntimeSettings from CDO_* variables (exit 2 with a message naming the
-variable when one is invalid), sets up JSON logging, tracing and metrics, starts the probe server
-(/healthz, /readyz, /metrics), connects the bus under supervision (unready until connected),
-prepares JetStream, calls ``setup`` and then supervises until SIGTERM/SIGINT (exit 0) or the
-first fatal error (exit 1).
+``run_service`` reads RuntimeSettings from CDO_* variables (exit 2 with one line naming the
+variable when one is invalid, a NATS URL that cannot be connected to included), sets up JSON
+logging, tracing and metrics, starts the probe server (/healthz, /readyz, /metrics), connects
+the bus under supervision (unready until connected), prepares JetStream, calls ``setup`` and
+then supervises until SIGTERM/SIGINT (exit 0) or the first fatal error (exit 1).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from shared.bus import EventBus, NatsSettings
+from shared.bus.settings import nats_url_problem
 from shared.errors import ConfigError
 from shared.metrics import Metrics
 from shared.runtime.http import ProbeServer
@@ -140,6 +141,9 @@ def run_service(name: str, setup: Setup, *, environ: Mapping[str, str] | None = 
         settings = load_settings(RuntimeSettings, prefix="CDO_", environ=environ)
     except ConfigError as exc:
         print(f"{name}: invalid setting {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if (problem := nats_url_problem(settings.nats.url)) is not None:
+        print(f"{name}: invalid setting CDO_NATS_URL: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     configure_logging(service=name, level=settings.log_level)
     return asyncio.run(serve(name, settings, setup))

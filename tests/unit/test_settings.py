@@ -97,3 +97,25 @@ def test_settings_environ_reads_back_as_the_same_settings_inline_groups_included
     assert environ["CDO_IMEX_AGENT_KUBECONFIG"] == "/k"
     assert "CDO_IMEX_AGENT_API_KUBECONFIG" not in environ
     assert load_settings(AgentSettings, prefix="CDO_IMEX_AGENT_", environ=environ) == agent
+
+
+class Required(Settings, frozen=True, kw_only=True):
+    node_name: str
+    inner: Inner = Inner()
+
+
+class NestedRequired(Settings, frozen=True, kw_only=True):
+    service: Required
+
+
+@pytest.mark.parametrize(
+    ("cls", "variable"),
+    [(Required, "T_NODE_NAME"), (NestedRequired, "T_SERVICE_NODE_NAME")],
+)
+def test_a_required_setting_left_unset_names_its_own_variable(
+    cls: type[Settings], variable: str
+) -> None:
+    environ = {"T_SERVICE_INNER_ATTEMPTS": "1"} if cls is NestedRequired else {}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cls, prefix="T_", environ=environ)
+    assert str(caught.value) == f"{variable}: required, not set"
