@@ -19,6 +19,8 @@ holder runs (it returns only when cancelled)::
 :meth:`start` runs the caches on every replica (so a standby takes over warm), then leader
 election; at shutdown every runner made here drains in the intake phase and the client closes
 last. Losing the Lease raises LeadershipLostError from the elector, which ends the process.
+Before it leads, a replica checks that NVIDIA's DRA driver for ComputeDomains is not installed
+(shared/crds/coexistence.py): beside it the process ends with the reason and writes nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol
 
+from shared.crds.coexistence import refuse_beside_nvidia
 from shared.kube.client import KubeClient
 from shared.kube.informers import ReadinessChecks, RootTasks
 from shared.kube.keys import ObjectKey
@@ -136,13 +139,17 @@ class LeaderElectedController:
         supervisor = self._ctx.supervisor
         self._caches.start(supervisor=supervisor, readiness=self._ctx.readiness)
         self._start_serving()
-        supervisor.start("leader election", self.elector.run(self._lead))
+        supervisor.start("leader election", self.elector.run(self._lead_alone))
         for runner in self._runners:
             supervisor.on_shutdown(f"drain {runner.name}", runner.drain, phase="intake")
         supervisor.on_shutdown("close kube client", self._client.close, phase="final")
 
     def _start_serving(self) -> None:
         """What every replica serves besides its caches (a webhook); nothing by default."""
+
+    async def _lead_alone(self) -> None:
+        await refuse_beside_nvidia(self._client)
+        await self._lead()
 
     async def _lead(self) -> None:
         raise NotImplementedError

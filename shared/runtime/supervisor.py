@@ -91,12 +91,11 @@ class Supervisor:
                 return f"root task {root.name} was cancelled"
             exc = task.exception()
             if exc is not None:
+                error = describe_failure(exc)
                 log.error(
-                    "root task failed",
-                    extra={"task": root.name, "error": f"{type(exc).__name__}: {exc}"},
-                    exc_info=exc,
+                    "root task failed", extra={"task": root.name, "error": error}, exc_info=exc
                 )
-                return f"root task {root.name} failed: {type(exc).__name__}: {exc}"
+                return f"root task {root.name} failed: {error}"
             if root.until_stop:
                 return f"root task {root.name} returned before shutdown"
             del self._roots[task]
@@ -175,3 +174,11 @@ class Supervisor:
             task.cancel()
         if leftovers:
             await asyncio.wait(leftovers, timeout=self.step_timeout_s)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``Type: message`` of what failed; a task group's errors by their own, not as "unhandled
+    errors in a TaskGroup", so that the reason names the cause."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_failure(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"

@@ -10,9 +10,9 @@ from its syntax tree:
 - ``Informer(client, RESOURCE, ...)`` (or a local ``informer(RESOURCE, ...)`` helper) lists and
   watches;
 - constructing ``LeaderElector``, ``EventRecorder`` or ``NodeSlicePublisher``, calling
-  ``own_node``, or deriving from ``LeaderElectedController`` brings the access of those shared
-  classes, read from their own modules the same way; ``recorder.record(RESOURCE, obj, ...)``
-  only names the involved object's kind;
+  ``own_node`` or ``refuse_beside_nvidia``, or deriving from ``LeaderElectedController`` brings
+  the access of those shared classes, read from their own modules the same way;
+  ``recorder.record(RESOURCE, obj, ...)`` only names the involved object's kind;
 - a ``subresource=`` passed through from a parameter stands for "" and every literal
   ``subresource=`` given anywhere in the same file.
 
@@ -54,6 +54,7 @@ SHARED_COMPONENTS = {
     "LeaderElectedController": "shared/kube/controller.py",
     "NodeSlicePublisher": "shared/kube/nodeslice.py",
     "own_node": "shared/kube/ownnode.py",
+    "refuse_beside_nvidia": "shared/crds/coexistence.py",
 }
 RESOURCE_ATTRIBUTES = frozenset({"api_version", "kind", "group", "version", "plural", "namespaced"})
 

@@ -2,7 +2,8 @@
 
 import asyncio
 
-from shared.runtime.supervisor import EXIT_FATAL, EXIT_OK, Supervisor
+from shared.errors import FatalError
+from shared.runtime.supervisor import EXIT_FATAL, EXIT_OK, Supervisor, describe_failure
 
 
 async def forever(started: asyncio.Event | list[str], name: str) -> None:
@@ -92,3 +93,12 @@ async def test_leftover_tasks_are_cancelled() -> None:
     supervisor.request_stop("test")
     assert await supervisor.run() == EXIT_OK
     assert stray.cancelled()
+
+
+def test_a_failure_inside_a_task_group_is_described_by_its_cause() -> None:
+    group = ExceptionGroup(
+        "unhandled errors in a TaskGroup",
+        [FatalError("beside NVIDIA"), ExceptionGroup("inner", [OSError("gone")])],
+    )
+    assert describe_failure(group) == "FatalError: beside NVIDIA; OSError: gone"
+    assert describe_failure(ValueError("plain")) == "ValueError: plain"
