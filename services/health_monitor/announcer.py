@@ -45,6 +45,7 @@ from services.health_monitor.state import (
 )
 from shared.crds.names import FAULT_TRACE_CONTEXT_ANNOTATION
 from shared.events import Event, NodeFault, NodeRecovered
+from shared.events.vocabulary import FaultScope
 from shared.kube.models import Node
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import NODES
@@ -221,7 +222,7 @@ class FaultAnnouncer:
             action=fault.action.value,
             message=fault.message,
             gpu_index=fault.gpu,
-            scope="gpu" if fault.confined else "node",
+            scope=FaultScope.GPU if fault.confined else FaultScope.NODE,
         )
         if await self._publish(event):
             self._metrics.fault_events.labels("published").inc()

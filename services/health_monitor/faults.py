@@ -35,6 +35,7 @@ from services.health_monitor.signals import (
     Signal,
     XidError,
 )
+from shared.events.vocabulary import FaultSignal
 from shared.nvml import FabricHealthSummary as Summary
 from shared.nvml import FabricState, RecoveryAction
 
@@ -96,32 +97,32 @@ def reaction_of(faults: Iterable[Fault]) -> Reaction:
     return max((fault.reaction for fault in faults), default=Reaction.NONE)
 
 
-def signal_family(signal: Signal) -> str:
+def signal_family(signal: Signal) -> FaultSignal:
     """The coarse kind of a signal, as NodeFault.signal carries it."""
     match signal:
         case XidError():
-            return "xid"
+            return FaultSignal.XID
         case (
             FabricNotReady()
             | FabricRegistrationFailed()
             | FabricHealthFault()
             | FabricHealthSummary()
         ):
-            return "fabric"
+            return FaultSignal.FABRIC
         case NvLinkDown():
-            return "nvlink"
+            return FaultSignal.NVLINK
         case EccUncorrected():
-            return "ecc"
+            return FaultSignal.ECC
         case RowRemapPending() | RowRemapFailure():
-            return "remapped_rows"
+            return FaultSignal.REMAPPED_ROWS
         case GpuLost():
-            return "gpu_lost"
+            return FaultSignal.GPU_LOST
         case RecoveryActionRequired():
-            return "recovery_action"
+            return FaultSignal.RECOVERY_ACTION
         case CliqueDisagreement():
-            return "clique"
+            return FaultSignal.CLIQUE
         case NvmlUnavailable():
-            return "nvml"
+            return FaultSignal.NVML
 
 
 def signal_code(signal: Signal) -> int:

@@ -2,35 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 
 import msgspec
 
+from shared.events.vocabulary import Action, Severity
 
-class Severity(enum.StrEnum):
-    """How bad a signal is. Only severity drives node reactions (taints, conditions)."""
-
-    OK = "ok"  # nothing to do for the node; counted
-    WARNING = "warning"  # report; keep new work away where the action says so
-    FATAL = "fatal"  # the GPU cannot serve its workloads; they must move
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-
-_RANK = {Severity.OK: 0, Severity.WARNING: 1, Severity.FATAL: 2}
-
-
-class Action(enum.StrEnum):
-    """What should happen to recover; a recommendation carried with the verdict."""
-
-    NONE = "none"
-    RESTART_APP = "restart_app"  # the application's own fault: it restarts, the node is fine
-    RESET_GPU = "reset_gpu"
-    DRAIN_NODE = "drain_node"  # take work off the node (reboot, repair, operator attention)
-    RECOVER_IMEX_DOMAIN = "recover_imex_domain"  # restart the multi-node IMEX domain
+# The event vocabulary (shared/events/vocabulary.py) is where these live, so that NodeFault's
+# schema lists exactly the values classification produces.
+__all__ = ["Action", "Rule", "Severity", "Verdict", "worst"]
 
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True):

@@ -43,9 +43,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     id: Annotated[str, Meta(description="CloudEvent id, unique per source.")] = msgspec.field(
         default_factory=new_event_id
     )
-    time: Annotated[datetime, Meta(description="When the event occurred (RFC 3339, UTC).")] = (
-        msgspec.field(default_factory=utc_now)
-    )
+    time: Annotated[
+        datetime,
+        Meta(
+            description="When the event occurred (RFC 3339, UTC).",
+            extra_json_schema={"format": "date-time"},
+        ),
+    ] = msgspec.field(default_factory=utc_now)
     source: Annotated[str, Meta(description="CloudEvent source: cdo/<service>/<instance>.")] = ""
 
     @classmethod

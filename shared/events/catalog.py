@@ -15,6 +15,17 @@ from msgspec import Meta
 from shared.events import subjects
 from shared.events.base import Event
 from shared.events.subjects import SubjectTemplate
+from shared.events.vocabulary import (
+    FAULT_SEVERITIES,
+    Action,
+    DomainPhase,
+    FaultScope,
+    FaultSignal,
+    ImexDaemonState,
+    ImexDomainState,
+    MemberStatus,
+    one_of,
+)
 
 NodeName = Annotated[str, Meta(description="Kubernetes node name.", min_length=1)]
 CliqueId = Annotated[
@@ -34,7 +45,10 @@ class DomainMember(msgspec.Struct, frozen=True, kw_only=True):
     address: Annotated[str, Meta(description="The node's IMEX address.")] = ""
     pods: Annotated[int, Meta(description="Pods of the domain on this node.", ge=0)] = 0
     gpus: Annotated[int, Meta(description="GPUs the domain uses on this node.", ge=0)] = 0
-    status: Annotated[str, Meta(description="Ready | NotReady.")] = "NotReady"
+    status: Annotated[
+        str,
+        Meta(description="Whether the member is ready.", extra_json_schema=one_of(MemberStatus)),
+    ] = MemberStatus.NOT_READY.value
     clique: CliqueId = ""
 
 
@@ -64,10 +78,10 @@ class DomainMembershipChanged(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.
     phase: Annotated[
         str,
         Meta(
-            description="Pending | Placed | Ready | NotReady | Degraded | Deleting | Deleted "
-            "(the last event of a domain that is gone)."
+            description="The domain's phase; Deleted is the last event of a domain that is gone.",
+            extra_json_schema=one_of(DomainPhase),
         ),
-    ] = "Pending"
+    ] = DomainPhase.PENDING.value
     clique: Annotated[
         str, Meta(description="The clique of a domain in one clique; empty when in several.")
     ] = ""
@@ -148,14 +162,16 @@ class NodeFault(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.fault"):
     clique: CliqueId = ""
     gpus: GpuUuids = ()
     signal: Annotated[
-        str, Meta(description="xid | fabric | nvlink | ecc | remapped_rows | gpu_lost | imex.")
+        str,
+        Meta(description="Family of the health signal.", extra_json_schema=one_of(FaultSignal)),
     ]
     code: Annotated[int, Meta(description="XID number or signal-specific code.")] = 0
-    severity: Annotated[str, Meta(description="warning | fatal.")]
+    severity: Annotated[
+        str, Meta(description="How bad it is.", extra_json_schema=one_of(FAULT_SEVERITIES))
+    ]
     action: Annotated[
-        str,
-        Meta(description="none | restart_app | reset_gpu | drain_node | recover_imex_domain."),
-    ] = "none"
+        str, Meta(description="The recovery it calls for.", extra_json_schema=one_of(Action))
+    ] = Action.NONE.value
     message: str = ""
     gpu_index: Annotated[
         int | None,
@@ -165,9 +181,10 @@ class NodeFault(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.fault"):
         str,
         Meta(
             description="node: the node reacts (its fault taint); gpu: only the pods holding "
-            "the GPU are affected (evicted, or a DRA device taint)."
+            "the GPU are affected (evicted, or a DRA device taint).",
+            extra_json_schema=one_of(FaultScope),
         ),
-    ] = "node"
+    ] = FaultScope.NODE.value
 
 
 class NodeRecovered(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.recovered"):
@@ -179,7 +196,10 @@ class NodeRecovered(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.recov
     node: NodeName
     clique: CliqueId = ""
     gpus: GpuUuids = ()
-    signals: Annotated[tuple[str, ...], Meta(description="Signals that cleared.")] = ()
+    signals: Annotated[
+        tuple[Annotated[str, Meta(extra_json_schema=one_of(FaultSignal))], ...],
+        Meta(description="Families of the signals that cleared."),
+    ] = ()
     message: str = ""
 
 
@@ -201,9 +221,15 @@ class NodeImexState(Event, frozen=True, kw_only=True, tag="dev.cdo.v1.node.imex"
     clique: CliqueId = ""
     daemon_state: Annotated[
         str,
-        Meta(description="NOT_RUNNING | INITIALIZING | WAITING_FOR_PEERS | READY | UNAVAILABLE."),
+        Meta(description="The node's IMEX daemon.", extra_json_schema=one_of(ImexDaemonState)),
     ]
-    domain_state: Annotated[str, Meta(description="UP | DEGRADED | DOWN | UNKNOWN.")] = "UNKNOWN"
+    domain_state: Annotated[
+        str,
+        Meta(
+            description="The IMEX domain as the daemon sees it.",
+            extra_json_schema=one_of(ImexDomainState),
+        ),
+    ] = ImexDomainState.UNKNOWN.value
     peers: tuple[ImexPeer, ...] = ()
     config_digest: Annotated[str, Meta(description="Digest of the rendered node map.")] = ""
     restarts: Annotated[int, Meta(description="Daemon restarts since the agent started.")] = 0

@@ -82,6 +82,24 @@ def _channel(template: SubjectTemplate) -> dict[str, Any]:
     }
 
 
+NATS_BINDING_VERSION = "0.1.0"
+SERVERS: dict[str, Any] = {
+    "cdo-nats": {
+        "host": "cdo-nats.cdo-system.svc:4222",
+        "protocol": "nats",
+        "description": (
+            "The NATS servers of deploy/kustomize (Service cdo-nats in cdo-system, JetStream on; "
+            "the prod overlay adds TLS on the same port). Each cdo service publishes only its own "
+            "subjects; readers subscribe (docs/deploy.md)."
+        ),
+    }
+}
+
+
+def _nats_binding(**fields: Any) -> dict[str, Any]:
+    return {"nats": {**fields, "bindingVersion": NATS_BINDING_VERSION}}
+
+
 def asyncapi_document() -> dict[str, Any]:
     """The AsyncAPI 3.0 document of every cdo subject."""
     _, components = msgspec.json.schema_components(
@@ -100,11 +118,21 @@ def asyncapi_document() -> dict[str, Any]:
                 f"The latest event is also kept in KV bucket cdo-snapshots under key "
                 f"{snapshot.template}."
             )
+        channel["servers"] = [{"$ref": f"#/servers/{server}"} for server in SERVERS]
         channels[name] = channel
         operations[f"publish{name}"] = {
             "action": "send",
             "channel": {"$ref": f"#/channels/{name}"},
             "messages": [{"$ref": f"#/channels/{name}/messages/{name}"}],
+            "bindings": _nats_binding(),
+        }
+        operations[f"receive{name}"] = {
+            "action": "receive",
+            "channel": {"$ref": f"#/channels/{name}"},
+            "messages": [{"$ref": f"#/channels/{name}/messages/{name}"}],
+            "summary": "Live delivery to every subscriber (no queue group), or replay from "
+            "JetStream stream CDO.",
+            "bindings": _nats_binding(),
         }
         messages[name] = {
             "name": name,
@@ -127,6 +155,7 @@ def asyncapi_document() -> dict[str, Any]:
             ),
         },
         "defaultContentType": "application/json",
+        "servers": SERVERS,
         "channels": channels,
         "operations": operations,
         "components": {"messages": messages, "schemas": components},
