@@ -35,7 +35,7 @@ def test_values_from_the_environment() -> None:
 
 
 def test_the_node_name_is_required() -> None:
-    with pytest.raises(ConfigError, match="^CDO_HEALTH_NODE_NAME: required, not set$"):
+    with pytest.raises(ConfigError, match=r"^CDO_HEALTH_NODE_NAME: required, not set$"):
         load_service_settings({})
     with pytest.raises(ConfigError, match="CDO_HEALTH_NODE_NAME"):
         load_service_settings({"CDO_HEALTH_NODE_NAME": ""})
