@@ -93,26 +93,28 @@ class Selection:
 SELECTION = Selection()
 
 
-def incomplete(all_modules: set[str]) -> str:
+def incomplete(
+    all_modules: set[str], *, selection: Selection = SELECTION, session: SessionGrants = SESSION
+) -> str:
     """Why the session's record cannot show every grant the suite uses ("" when it can)."""
-    missing = sorted(all_modules - SELECTION.modules)
+    missing = sorted(all_modules - selection.modules)
     if missing:
         return (
             f"only part of the end-to-end suite runs in this session ({len(missing)} of "
             f"{len(all_modules)} modules left out, e.g. {missing[0]}): the grants it uses "
             "cannot be checked; run the whole suite (pytest tests/e2e)"
         )
-    if SELECTION.deselected:
+    if selection.deselected:
         return (
-            f"tests of {sorted(SELECTION.deselected)[0]} were deselected: the grants the "
+            f"tests of {sorted(selection.deselected)[0]} were deselected: the grants the "
             "suite uses cannot be checked"
         )
-    if SELECTION.failed:
-        return f"{SELECTION.failed[0]} failed: the record of used grants is incomplete"
-    if SESSION.started == 0:
+    if selection.failed:
+        return f"{selection.failed[0]} failed: the record of used grants is incomplete"
+    if session.started == 0:
         return "no end-to-end system ran in this session"
-    if SESSION.missing:
-        return f"a system kept no access record: {SESSION.missing[0]}"
+    if session.missing:
+        return f"a system kept no access record: {session.missing[0]}"
     return ""
 
 
