@@ -57,20 +57,20 @@ def account_of(user: str) -> str | None:
     return account if account in SERVICE_ACCOUNTS else None
 
 
-def take_record(record: Path) -> list[str]:
-    """Add the record's cdo grants to :data:`SESSION`; the 403s cdo's services got there."""
+def take_record(record: Path, *, session: SessionGrants = SESSION) -> list[str]:
+    """Add the record's cdo grants to ``session``; the 403s cdo's services got there."""
     try:
         users = json.loads(record.read_text())["users"]
     except FileNotFoundError:
-        SESSION.missing.append(str(record))
+        session.missing.append(str(record))
         return [f"{record}: the API emulator kept no access record"]
-    SESSION.recorded += 1
+    session.recorded += 1
     denials: list[str] = []
     for user, usage in users.items():
         account = account_of(user)
         if account is None:
             continue
-        SESSION.used.update(
+        session.used.update(
             Grant(account, e["verb"], e["group"], e["resource"], e["subresource"])
             for e in usage["allowed"]
             if e["resource"]

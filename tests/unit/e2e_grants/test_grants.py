@@ -3,6 +3,9 @@ from Markdown, and the reasons a session cannot be checked."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.e2e import grants
@@ -73,3 +76,31 @@ def test_a_session_with_part_of_the_suite_says_what_is_left_out() -> None:
         selection=grants.Selection(modules={"test_a.py"}),
         session=grants.SessionGrants(),
     )
+
+
+def test_a_record_gives_the_cdo_grants_and_their_refusals(tmp_path: Path) -> None:
+    agent = "system:serviceaccount:cdo-system:cdo-imex-agent"
+    allowed = {"verb": "patch", "group": "", "resource": "nodes", "subresource": "status"}
+    record = {
+        "users": {
+            agent: {
+                "allowed": [{**allowed, "path": ""}],
+                "denied": [{**allowed, "verb": "delete", "message": "nodes is forbidden: x"}],
+                "denied_total": 3,
+            },
+            "kubernetes-admin": {
+                "allowed": [{**allowed, "verb": "get", "path": ""}],
+                "denied": [],
+                "denied_total": 0,
+            },
+        }
+    }
+    path = tmp_path / "access.json"
+    path.write_text(json.dumps(record))
+    session = grants.SessionGrants()
+    denials = grants.take_record(path, session=session)
+    assert denials == ["cdo-imex-agent: nodes is forbidden: x", "cdo-imex-agent: 2 more"]
+    assert session.used == {Grant("cdo-imex-agent", "patch", "", "nodes", "status")}
+    assert session.recorded == 1
+    assert grants.take_record(tmp_path / "none.json", session=session) != []
+    assert session.missing == [str(tmp_path / "none.json")]
