@@ -6,7 +6,9 @@
     python -m sim power off|on NODE [--state-dir DIR]
 
 ``up`` runs until Ctrl-C (or SIGTERM) and prints the kubeconfig to point kubectl and cdo's
-services at. The other commands find it through ``<state dir>/cluster.json``.
+services at. The API emulator enforces authentication and RBAC (so it serves HTTPS); the
+kubeconfig holds the admin's token and the CA, and the emulator keeps its access record in
+``<state dir>/access.json``. The other commands find it through ``<state dir>/cluster.json``.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from sim.cluster import ClusterOptions, SimulatedCluster
 from sim.control.api import control_app
 from sim.control.http import request
 from sim.control.state import (
+    ACCESS_RECORD_FILE,
     CLUSTER_FILE,
     DEFAULT_STATE_DIR,
     ClusterFile,
     require_cluster,
     write_cluster,
 )
+from sim.kubeapi import ServerConfig
 from sim.kubelet import KubeletSettings
 from sim.topology import DEFAULT_TOPOLOGY, TopologyError
 
@@ -44,6 +48,11 @@ async def up(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         label_cliques=args.label_cliques,
         api_process=not args.api_in_process,
+        api=ServerConfig(
+            pod_graceful_deletion=True,
+            enforce_auth=True,
+            access_record=str(state_dir / ACCESS_RECORD_FILE),
+        ),
         kubelet=KubeletSettings(gpu_devices="plugin" if args.device_plugins else "topology"),
     )
     stop = asyncio.Event()

@@ -7,6 +7,11 @@ What ``kubectl apply -k deploy/kustomize/overlays/dev`` and the kubelet do for t
 controller and the clique allocator on a real cluster, done for the simulated one:
 
 - installs the CRDs and the ``cdo-system`` namespace (where the leader-election Leases live);
+- applies the ServiceAccounts, Roles and bindings rendered from ``deploy/kustomize/base``
+  (:mod:`sim.identities`) and writes each service a kubeconfig of its own,
+  ``<state dir>/identities/<service account>.kubeconfig``, with a token of its ServiceAccount
+  from the TokenRequest API: each service acts as its own identity, with exactly the RBAC that
+  deploy/ ships;
 - issues the allocator's webhook serving certificate from a throwaway CA and registers the
   MutatingWebhookConfiguration with that CA, reaching the allocator by URL on 127.0.0.1;
 - runs ``python -m services.domain_controller`` and ``python -m services.clique_allocator`` as
@@ -43,7 +48,9 @@ from shared.crds import install_crds
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import NAMESPACES
+from sim import identities
 from sim.childproc import die_with_parent
+from sim.control.state import IDENTITIES_DIR
 from sim.kubeapi.admission.certificates import CertificateAuthority
 from sim.natsserver import free_port
 
@@ -206,6 +213,15 @@ class ControlPlane:
     def __init__(self, state_dir: Path, kubeconfig: str) -> None:
         self.state_dir = state_dir
         self.kubeconfig = kubeconfig
+        """The admin's: CRDs, identities, the webhook's registration."""
+        self.accounts = {
+            DOMAIN_CONTROLLER: identities.DOMAIN_CONTROLLER_SA,
+            CLIQUE_ALLOCATOR: identities.CLIQUE_ALLOCATOR_SA,
+        }
+        self.service_kubeconfigs = {
+            name: state_dir / IDENTITIES_DIR / f"{account}.kubeconfig"
+            for name, account in self.accounts.items()
+        }
         self.tls_dir = state_dir / "webhook-tls"
         self.webhook_port = free_port()
         self.ready = False
@@ -220,7 +236,7 @@ class ControlPlane:
                     env=service_env(
                         prefix="CDO_DOMAIN_CONTROLLER_",
                         name=DOMAIN_CONTROLLER,
-                        kubeconfig=kubeconfig,
+                        kubeconfig=str(self.service_kubeconfigs[DOMAIN_CONTROLLER]),
                         http_port=controller_port,
                         extra={},
                     ),
@@ -235,7 +251,7 @@ class ControlPlane:
                     env=service_env(
                         prefix="CDO_CLIQUE_ALLOCATOR_",
                         name=CLIQUE_ALLOCATOR,
-                        kubeconfig=kubeconfig,
+                        kubeconfig=str(self.service_kubeconfigs[CLIQUE_ALLOCATOR]),
                         http_port=allocator_port,
                         extra={
                             "WEBHOOK_HOST": "127.0.0.1",
@@ -265,7 +281,9 @@ class ControlPlane:
         )
 
     async def prepare(self) -> bytes:
-        """CRDs, namespace and the webhook certificate; the CA to register the webhook with."""
+        """CRDs, namespace, identities and the webhook certificate; the CA to register the
+        webhook with."""
+        rendered = await identities.rendered_identities()
         client = await KubeClient.connect(kubeconfig=self.kubeconfig)
         try:
             await install_crds(client)
@@ -277,6 +295,14 @@ class ControlPlane:
                         "kind": "Namespace",
                         "metadata": {"name": SYSTEM_NAMESPACE},
                     },
+                )
+            await identities.install(client, rendered)
+            for name, account in self.accounts.items():
+                await identities.issue_kubeconfig(
+                    client,
+                    admin_kubeconfig=Path(self.kubeconfig),
+                    account=account,
+                    path=self.service_kubeconfigs[name],
                 )
         finally:
             await client.close()

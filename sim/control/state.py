@@ -27,6 +27,11 @@ CLUSTER_FILE = "cluster.json"
 NODEHOST_FILE = "nodehost.json"
 CONTROLPLANE_FILE = "controlplane.json"
 RECORD_FILE = "cdo.json"
+ACCESS_RECORD_FILE = "access.json"
+"""The API emulator's access record (``sim.kubeapi.auth.usage``), kept by ``python -m sim up``."""
+IDENTITIES_DIR = "identities"
+"""Each cdo service's kubeconfig: ``<service account>.kubeconfig``, and for the per-node
+services ``<service account>/<node>.kubeconfig``."""
 
 T = TypeVar("T")
 

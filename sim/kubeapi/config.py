@@ -58,6 +58,12 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         serve HTTPS with a certificate from a throwaway CA that the written kubeconfig
         trusts; None (the default) means "when ``enforce_auth`` is on", since kubectl sends
         no bearer token over plain HTTP. Raw clients may turn it off to send tokens in clear.
+    access_record:
+        a file where the server keeps its access record: per user, every distinct (verb,
+        API group, resource, subresource) it authorized and every request it refused with
+        403 (``auth/usage.py`` has the format), rewritten while it changes and when the
+        server stops; "" (the default) keeps none. Only requests checked with
+        ``enforce_auth`` are recorded.
     namespaces:
         namespaces present at start.
     version_major / version_minor:
@@ -77,6 +83,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     anonymous_auth: bool = False
     service_account_issuer: str = "https://kubernetes.default.svc.cluster.local"
     tls: bool | None = None
+    access_record: str = ""
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
     version_major: str = "1"
     version_minor: str = "37"

@@ -6,7 +6,10 @@
 It finds the cluster (kubeconfig, control API) through ``<state dir>/cluster.json``, hosts the
 IMEX agent and health monitor of every node of ``--topology`` (the file the cluster was started
 with) that ``--nodes`` selects, follows the cluster's power switches, and serves its control API
-(fault injection) at the URL it writes to ``<state dir>/nodehost.json``. The runtime's settings
+(fault injection) at the URL it writes to ``<state dir>/nodehost.json``. It applies cdo's
+identities rendered from deploy/ (:mod:`sim.identities`), and each node's agent and monitor act
+as their own ServiceAccounts with tokens bound to their node (kubeconfigs under
+``<state dir>/identities/<service account>/<node>.kubeconfig``). The runtime's settings
 (NATS, probe port, logging, tracing) are the usual ``CDO_*`` variables; the hosted services read
 ``CDO_IMEX_AGENT_*`` and ``CDO_HEALTH_*`` as their own processes do (docs/nodehost.md).
 """
@@ -30,8 +33,9 @@ from shared.errors import ConfigError
 from shared.runtime import ServiceContext, run_service
 from shared.runtime.service import EXIT_CONFIG
 from shared.tracing import INSTRUMENTATION_NAME, setup_tracing
+from sim import identities
 from sim.control.http import request
-from sim.control.state import ClusterFile, require_cluster
+from sim.control.state import IDENTITIES_DIR, ClusterFile, require_cluster
 from sim.kubelet import connect_for_kubelets
 from sim.nodehost.control import ControlServer, NodeHostInfo, write_info
 from sim.nodehost.host import AGENT, MONITOR, NodeHost, Tracers
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             kubelets=2 * len(nodes),
         )
         ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
+        await identities.install(client, await identities.rendered_identities())
         providers = {
             service: setup_tracing(
                 service=service, instance=ctx.instance, settings=ctx.settings.tracing
@@ -194,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
             services=services,
             settings=host_settings,
             metrics=ctx.metrics,
+            # The host's own client stands for each node's kubelet, which asks for the tokens
+            # of the pods it runs.
+            identities=identities.NodeIdentities(
+                client,
+                admin_kubeconfig=Path(info.kubeconfig),
+                directory=state_dir / IDENTITIES_DIR,
+            ),
         )
         ctx.readiness.add("hosted nodes", lambda: host.ready)
         server = ControlServer(

@@ -18,7 +18,12 @@ Every hosted node has, as a GPU node of a real cluster would:
   its device plugin where the topology's ``gpu_api`` is ``device-plugin`` or ``both``
   (:class:`sim.deviceplugin.NvidiaDevicePlugin`), its GPU DRA driver's kubelet plugin where it
   is ``dra`` or ``both`` (:class:`sim.gpudriver.GpuKubeletPlugin`);
-- one NATS connection per service, each with its own metrics registry, as two pods would have.
+- one NATS connection per service, each with its own metrics registry, as two pods would have;
+- with ``identities`` (:class:`sim.identities.NodeIdentities`), one Kubernetes client per
+  service, acting as that service's ServiceAccount with a token bound to the node (issued
+  afresh at every start of the node's services), as a DaemonSet pod's token is; without, the
+  services share the host's ``client``. NVIDIA's plugins, standing for upstream software,
+  always use the host's ``client``.
 
 A node runs its services while it has power. Powering it off kills its IMEX daemon without a
 goodbye and stops its services; powering it on again is a reboot: the GPUs come back healthy
@@ -52,6 +57,7 @@ from shared.kube.recorder import EventRecorder
 from shared.kubeletapi.podresources import PodResourcesClient
 from shared.metrics import Metrics
 from shared.nvml import PynvmlNvml
+from sim.identities import HEALTH_MONITOR_SA, IMEX_AGENT_SA, NodeIdentities
 from sim.imex import Timing
 from sim.nodehost.gpuplugins import GpuPlugins
 from sim.nodehost.imex import DaemonDirectory, NodeImex
@@ -104,6 +110,8 @@ class HostContext:
     """Where failed sessions are counted (``cdo_errors_total{component="nodehost-session"}``)."""
     daemons: DaemonDirectory = field(default_factory=DaemonDirectory)
     """Every hosted node's IMEX daemons, for ``nvidia-imex-ctl`` queries between them."""
+    identities: NodeIdentities | None = None
+    """Where each node's services get clients of their own ServiceAccounts (None: ``client``)."""
 
 
 class _PoweredOffError(Exception):
@@ -312,20 +320,22 @@ class HostedNode:
         services = context.services
         metrics = {service: Metrics() for service in SERVICES}
         async with contextlib.AsyncExitStack() as stack:
+            agent_client = await self._client(stack, IMEX_AGENT_SA)
+            monitor_client = await self._client(stack, HEALTH_MONITOR_SA)
             agent_bus = await self._bus(stack, AGENT, metrics[AGENT], context.tracers.agent)
             monitor_bus = await self._bus(stack, MONITOR, metrics[MONITOR], context.tracers.monitor)
             agent = ImexAgent(
                 settings=agent_settings(self.topology, layout=context.layout, services=services),
                 nvml=PynvmlNvml(),
                 imex=self.imex,
-                client=context.client,
+                client=agent_client,
                 bus=agent_bus,
                 metrics=metrics[AGENT],
                 tracer=context.tracers.agent,
             )
             recorder = (
                 EventRecorder(
-                    context.client, component=MONITOR, instance=self.name, metrics=metrics[MONITOR]
+                    monitor_client, component=MONITOR, instance=self.name, metrics=metrics[MONITOR]
                 )
                 if services.monitor.kube_events
                 else None
@@ -339,7 +349,7 @@ class HostedNode:
             monitor = HealthMonitor(
                 node_name=self.name,
                 nvml=PynvmlNvml(),
-                client=context.client,
+                client=monitor_client,
                 publisher=monitor_bus,
                 metrics=metrics[MONITOR],
                 settings=services.monitor,
@@ -362,6 +372,15 @@ class HostedNode:
                 self.state = "running"
                 log.info("node services running", extra={"node": self.name})
         raise _SessionEndedError(f"the services of {self.name} returned")
+
+    async def _client(self, stack: contextlib.AsyncExitStack, account: str) -> KubeClient:
+        """A client acting as ``account`` bound to this node, or the host's shared one."""
+        identities = self._context.identities
+        if identities is None:
+            return self._context.client
+        client = await identities.client(account, self.name)
+        stack.push_async_callback(client.close)
+        return client
 
     async def _bus(
         self, stack: contextlib.AsyncExitStack, service: str, metrics: Metrics, tracer: Tracer
@@ -402,6 +421,7 @@ class NodeHost:
         settings: HostSettings | None = None,
         metrics: Metrics | None = None,
         imex_timing: Timing | None = None,
+        identities: NodeIdentities | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("a node host needs at least one node")
@@ -420,6 +440,7 @@ class NodeHost:
             settings=self.settings,
             tracers=tracers,
             errors=metrics or Metrics(),
+            identities=identities,
         )
         timing = imex_timing or (_RELAXED_TIMING if len(nodes) >= _MANY_DAEMONS else Timing())
         self._nodes = {

@@ -7,6 +7,11 @@ monitor), in a short temporary state directory (unix socket paths are limited). 
 15 s, so each test module starts one system and its tests share it: every test works in a fresh
 namespace and leaves the cluster empty again (:meth:`WholeSystem.clean_up`).
 
+Authentication and RBAC are enforced, and each cdo service runs as its own ServiceAccount. When
+a system stops, its API emulator's access record is read (:mod:`tests.e2e.grants`): a 403 any
+cdo service got fails the module (an error at teardown), and the grants they used join the
+session's record, which ``test_used_grants.py`` checks against deploy/.
+
 The health monitors' timings are shortened through ``CDO_HEALTH_*`` variables, which the node
 host passes on to them, so a fault recovers within seconds rather than minutes.
 """
@@ -58,9 +63,16 @@ from shared.kube.resources import (
 )
 from sim import control as simctl
 from sim.control.processes import spawn
-from sim.control.state import Record, read_controlplane, read_nodehost, read_record
+from sim.control.state import (
+    ACCESS_RECORD_FILE,
+    Record,
+    read_controlplane,
+    read_nodehost,
+    read_record,
+)
 from sim.control.state import write_record as write_cdo_record
 from sim.control.up import node_ready
+from tests.e2e import grants
 from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -622,11 +634,15 @@ async def running_whole_system(
     )
     lines: list[str] = []
     client: KubeClient | None = None
+    denials: list[str] = []
+    came_up = False
     try:
         with _environment({**HEALTH_TIMINGS, **(env or {})}):
             await asyncio.to_thread(simctl.up, options, say=lines.append)
         record = read_record(state_dir)
         assert record is not None, "\n".join(lines)
+        grants.SESSION.started += 1
+        came_up = True
         client = await KubeClient.connect(kubeconfig=record.kubeconfig)
         yield WholeSystem(state_dir=state_dir, client=client, record=record)
     finally:
@@ -634,5 +650,10 @@ async def running_whole_system(
             await client.close()
         with contextlib.suppress(CommandError):
             await asyncio.to_thread(simctl.down, state_dir, say=lines.append)
+        if came_up:
+            denials = grants.take_record(state_dir / ACCESS_RECORD_FILE)
+        if denials:
+            print("cdo services refused by RBAC:", *denials, sep="\n  ", file=sys.stderr)
         if os.environ.get(KEEP_ENV) != "1":
             shutil.rmtree(state_dir, ignore_errors=True)
+    assert not denials, "cdo services refused by RBAC:\n  " + "\n  ".join(denials)

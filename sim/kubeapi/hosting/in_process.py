@@ -88,6 +88,11 @@ async def serve(
     bound = runner.addresses[0][1]
     url = f"{'https' if serving else 'http'}://{host}:{bound}"
     controllers = asyncio.create_task(api.controllers.run(), name="kubeapi-controllers")
+    record = None
+    if api.config.access_record:
+        record = asyncio.create_task(
+            api.access.keep_record(Path(api.config.access_record)), name="kubeapi-access-record"
+        )
     with contextlib.ExitStack() as stack:
         if kubeconfig is None:
             directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="kubeapi-"))
@@ -96,9 +101,11 @@ async def serve(
         try:
             yield KubeServer(url=url, kubeconfig=path, api=api, ca_pem=ca_pem)
         finally:
-            controllers.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await controllers
+            for task in (controllers, record):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await runner.cleanup()
             await api.engine.admission.close()
 

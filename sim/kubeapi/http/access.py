@@ -5,10 +5,16 @@ authenticates the ``Authorization`` header (401 otherwise) and asks the RBAC aut
 about the request's attributes (403 otherwise), before the path is resolved, as the real
 filters do. Off, every request is ``system:admin`` and nothing is checked. Either way it
 answers the TokenRequest subresource and the review APIs (``reviews``).
+
+Every decision goes into the access record (``usage``); with ``ServerConfig.access_record``
+the server keeps it in that file (:meth:`Access.keep_record`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -19,8 +25,10 @@ from sim.kubeapi.auth.authenticator import Authenticator
 from sim.kubeapi.auth.identity import UserInfo
 from sim.kubeapi.auth.rbac import RbacAuthorizer
 from sim.kubeapi.auth.tokens import ServiceAccountTokens
+from sim.kubeapi.auth.usage import AccessUsage
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.http.routing import ResourcePath
+from sim.kubeapi.machinery import codec
 from sim.kubeapi.storage.store import Store
 
 USER_KEY = web.RequestKey("cdo.user", UserInfo)
@@ -31,6 +39,8 @@ AUTH_APIS = {
     (reviews.AUTHENTICATION, "selfsubjectreviews"),
     (reviews.AUTHENTICATION, "tokenreviews"),
 }
+RECORD_INTERVAL_S = 1.0
+"""How often the access record file is rewritten while it changes."""
 
 
 class Access:
@@ -43,6 +53,7 @@ class Access:
             anonymous=config.anonymous_auth,
         )
         self.authorizer = RbacAuthorizer(store)
+        self.usage = AccessUsage()
 
     # -- the filters ----------------------------------------------------------------------------
 
@@ -86,7 +97,31 @@ class Access:
     def _check(self, attrs: Attributes) -> None:
         decision = self.authorizer.authorize(attrs)
         if not decision.allowed:
-            raise forbidden(attrs, decision.reason)
+            denied = forbidden(attrs, decision.reason)
+            self.usage.denied(attrs, denied.message)
+            raise denied
+        self.usage.allowed(attrs)
+
+    # -- the record -----------------------------------------------------------------------------
+
+    async def keep_record(self, path: Path, *, interval_s: float = RECORD_INTERVAL_S) -> None:
+        """Rewrite ``path`` with the access record whenever it changed (at most every
+        ``interval_s``) until cancelled, and once more then."""
+        written = -1
+        try:
+            while True:
+                if self.usage.version != written:
+                    written = self.usage.version
+                    self.write_record(path)
+                await asyncio.sleep(interval_s)
+        finally:
+            self.write_record(path)
+
+    def write_record(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(codec.encode(self.usage.snapshot()))
+        temporary.replace(path)
 
     # -- the APIs -------------------------------------------------------------------------------
 
