@@ -10,7 +10,9 @@ namespace and leaves the cluster empty again (:meth:`WholeSystem.clean_up`).
 Authentication and RBAC are enforced, and each cdo service runs as its own ServiceAccount. When
 a system stops, its API emulator's access record is read (:mod:`tests.e2e.grants`): a 403 any
 cdo service got fails the module (an error at teardown), and the grants they used join the
-session's record, which ``test_used_grants.py`` checks against deploy/.
+session's record, which ``test_used_grants.py`` checks against deploy/. Before it stops, the
+system's JetStream stream is replayed and every event validated against proto/
+(:mod:`tests.e2e.contract`): one that breaks the contract fails the module the same way.
 
 The health monitors' timings are shortened through ``CDO_HEALTH_*`` variables, which the node
 host passes on to them, so a fault recovers within seconds rather than minutes.
@@ -72,7 +74,7 @@ from sim.control.state import (
 )
 from sim.control.state import write_record as write_cdo_record
 from sim.control.up import node_ready
-from tests.e2e import grants
+from tests.e2e import contract, grants
 from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -635,6 +637,8 @@ async def running_whole_system(
     lines: list[str] = []
     client: KubeClient | None = None
     denials: list[str] = []
+    record = None
+    replayed = contract.Replay()
     came_up = False
     try:
         with _environment({**HEALTH_TIMINGS, **(env or {})}):
@@ -648,6 +652,9 @@ async def running_whole_system(
     finally:
         if client is not None:
             await client.close()
+        if came_up and record is not None:
+            # Before the system stops: the stream lives in its nats-server.
+            replayed = await contract.replay(record.nats_url)
         with contextlib.suppress(CommandError):
             await asyncio.to_thread(simctl.down, state_dir, say=lines.append)
         if came_up:
@@ -657,3 +664,7 @@ async def running_whole_system(
         if os.environ.get(KEEP_ENV) != "1":
             shutil.rmtree(state_dir, ignore_errors=True)
     assert not denials, "cdo services refused by RBAC:\n  " + "\n  ".join(denials)
+    assert not replayed.violations, (
+        f"{len(replayed.violations)} of {replayed.events} events break proto/:\n  "
+        + "\n  ".join(replayed.violations[:20])
+    )
