@@ -85,16 +85,6 @@ async def test_a_pod_of_a_domain_gets_its_channel_through_the_kubelet(
         domain = await create_domain(
             client, namespace="ml", name="train", channel=12, clique=clique
         )
-        # Seated by the allocator; reserved below for the real pod, as the scheduler does.
-        claim = await create_claim(
-            client,
-            namespace="ml",
-            name="train-0-channel",
-            domain=domain,
-            node=sim.name,
-            pod="train-0",
-            reserve=False,
-        )
         pod_body = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -107,10 +97,21 @@ async def test_a_pod_of_a_domain_gets_its_channel_through_the_kubelet(
                         "resources": {"claims": [{"name": "channel"}]},
                     }
                 ],
-                "resourceClaims": [{"name": "channel", "resourceClaimName": claim.name}],
+                "resourceClaims": [{"name": "channel", "resourceClaimName": "train-0-channel"}],
             },
         }
         pod = msgspec.json.decode(await client.create(PODS, pod_body, namespace="ml"), type=_Pod)
+        # Seated by the allocator; reserved below for the real pod, as the scheduler does.
+        claim = await create_claim(
+            client,
+            namespace="ml",
+            name="train-0-channel",
+            domain=domain,
+            node=sim.name,
+            pod="train-0",
+            uid=pod.metadata.uid,
+            reserve=False,
+        )
         await client.patch(
             RESOURCE_CLAIMS,
             claim.name,
