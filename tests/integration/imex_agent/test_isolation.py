@@ -51,7 +51,15 @@ async def node(cluster: ImexCluster) -> Node:
 
 
 _RUNS = itertools.count()
-FORGERIES = ("copied-labels", "other-namespace", "recreated-claim", "recreated-pod", "other-domain")
+FORGERIES = (
+    "copied-labels",
+    "other-namespace",
+    "recreated-claim",
+    "recreated-pod",
+    "other-domain",
+    "no-pod",
+    "pinned-elsewhere",
+)
 
 
 @settings(
@@ -66,8 +74,9 @@ FORGERIES = ("copied-labels", "other-namespace", "recreated-claim", "recreated-p
 async def test_no_forged_claim_gets_a_channel_while_the_member_gets_its_own(
     node: Node, kinds: list[str], channels: list[int]
 ) -> None:
-    """``train`` (team-a) seats pod ``train-0`` here; ``other`` (team-a) seats ``other-0``
-    here; a namesake ``train`` lives in team-b. Forged claims aim at team-a's ``train``."""
+    """``train`` (team-a) seats pod ``train-0`` here and ``train-far`` on another node;
+    ``other`` (team-a) seats ``other-0`` here; a namesake ``train`` lives in team-b. Forged
+    claims aim at team-a's ``train``."""
     client = node.cluster.client
     run = f"i{next(_RUNS)}"
     here, there = f"{run}-a", f"{run}-b"
@@ -83,6 +92,7 @@ async def test_no_forged_claim_gets_a_channel_while_the_member_gets_its_own(
         client, namespace=here, name="train-0-c", domain=train, node=name, pod="train-0"
     )
     await seat_pod(client, other, pod="other-0", node=name)
+    await seat_pod(client, train, pod="train-far", node="far-away")
     copied = {DOMAIN_LABEL: train.name, DOMAIN_UID_LABEL: train.uid}
 
     forged: list[Claim] = []
@@ -119,6 +129,15 @@ async def test_no_forged_claim_gets_a_channel_while_the_member_gets_its_own(
                 uid=f"uid-impostor-{index}",
                 seat=False,
                 **common,
+            )
+        elif kind == "no-pod":
+            claim = await create_claim(
+                client, namespace=here, domain=train, reserve=False, seat=False, **common
+            )
+        elif kind == "pinned-elsewhere":
+            # A member's pod, but the allocator pinned it to another node.
+            claim = await create_claim(
+                client, namespace=here, domain=train, pod="train-far", seat=False, **common
             )
         else:
             # Pinned here, but for the other domain.
