@@ -17,11 +17,10 @@ refused, with a message for the pod's events, when:
   namespace (a claim can only ever get the channel of a domain of its own namespace);
 - the domain has no Placement yet, the Placement does not decode, or it belongs to another
   incarnation of the name;
-- it is reserved for no pod, or for more than one;
-- this node has no clique;
-- its pod is not seated in any slice of the domain on this node: only a pod the allocator placed
-  here gets the channel, so a hand-made claim that copies a domain's labels gets nothing;
-- the pod's slice is in another clique than this node's (its channel means nothing here).
+- its pod is not a member the allocator pinned for the domain on this node
+  (:func:`pinning.pinned_here`: the one ``reservedFor`` pod, by name **and uid**, seated on this
+  node in a slice of this node's clique); so a hand-made claim that copies a domain's labels
+  gets nothing, whatever pod uses it.
 
 A claim of a domain whose record says it runs without IMEX (``multiNodeNvlink: false``) is
 prepared with nothing injected (:class:`WithoutChannel`) once the checks up to the Placement
@@ -31,15 +30,15 @@ hold: there is no channel to keep from anyone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import msgspec
 
-from services.imex_agent.cdi import ChannelGrant, SliceSeat
+from services.imex_agent.cdi import ChannelGrant
 from services.imex_agent.checkpoint import DeviceRecord
+from services.imex_agent.pinning import Refusal, pinned_here
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
 from shared.crds.names import DOMAIN_LABEL, DOMAIN_UID_LABEL
-from shared.crds.placement import PlacedPod, PlacementSlice, PlacementSpec
+from shared.crds.placement import PlacementSpec
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
 from shared.kube.meta import KubeObject, ListMeta
@@ -50,7 +49,11 @@ from shared.tracing.story import story_annotations
 
 
 class ClaimRefusedError(CdoError):
-    """The claim cannot be given a channel (now); the message says why."""
+    """The claim cannot be given a channel (now); the message says why, ``reason`` in a word."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class PlacementMeta(KubeObject, frozen=True, kw_only=True):
@@ -101,72 +104,6 @@ def allocated_devices(obj: ResourceClaim, *, driver: str, node: str) -> tuple[De
         for result in allocation.devices.results
         if result.driver == driver and result.pool == node
     )
-
-
-def reserving_pods(obj: ResourceClaim) -> tuple[str, ...]:
-    """Names of the pods in the claim's ``status.reservedFor``, in its order."""
-    return tuple(
-        ref.name for ref in obj.status.reserved_for if ref.resource == "pods" and not ref.api_group
-    )
-
-
-class Seating(NamedTuple):
-    """Where the Placement seats a pod: its slice, its node, and its entry (with its rank)."""
-
-    piece: PlacementSlice
-    node: str
-    pod: PlacedPod
-
-    @property
-    def seat(self) -> SliceSeat:
-        return SliceSeat(
-            clique=self.piece.clique,
-            index=self.piece.index,
-            size=self.piece.size,
-            rank=self.pod.rank,
-            slice_rank=self.piece.rank_in_slice(self.pod.rank),
-        )
-
-
-def seatings(spec: PlacementSpec, *, pod: str) -> tuple[Seating, ...]:
-    """Every place the record seats ``pod`` (one, or none), in either shape of the record."""
-    return tuple(
-        Seating(piece=piece, node=member.node, pod=placed)
-        for piece in spec.all_slices
-        for member in piece.members
-        for placed in member.pods
-        if placed.name == pod
-    )
-
-
-def _the_pod(obj: ResourceClaim, *, where: str, domain: str, node: str) -> str:
-    """The one pod the claim is reserved for, or ClaimRefusedError."""
-    pods = reserving_pods(obj)
-    if not pods:
-        raise ClaimRefusedError(
-            f"{where} of {domain} on node {node} is reserved for no pod (status.reservedFor): "
-            "a channel goes only to a pod the allocator placed"
-        )
-    if len(pods) > 1:
-        raise ClaimRefusedError(
-            f"{where} of {domain} on node {node} is reserved for {len(pods)} pods "
-            f"({', '.join(pods)}); a channel claim serves one pod"
-        )
-    return pods[0]
-
-
-def _seating_here(spec: PlacementSpec, *, pod: str, domain: str, node: str) -> Seating:
-    """The slice that seats ``pod`` on ``node``, or ClaimRefusedError."""
-    found = seatings(spec, pod=pod)
-    here = next((seating for seating in found if seating.node == node), None)
-    if here is None:
-        elsewhere = ", ".join(sorted({seating.node for seating in found}))
-        seated = f" (it is seated on node {elsewhere})" if elsewhere else ""
-        raise ClaimRefusedError(
-            f"pod {pod} is not a member of {domain} on node {node}: the allocator did not "
-            f"place it here{seated}"
-        )
-    return here
 
 
 def _the_claim(claim: Claim, obj: ResourceClaim | None, *, where: str) -> ResourceClaim:
@@ -222,7 +159,10 @@ def decide(
         )
     named = f"ComputeDomain {claim.namespace}/{domain}"
     if placement is None:
-        raise ClaimRefusedError(f"{named} has no Placement yet (not placed)")
+        raise ClaimRefusedError(
+            f"{named} has no Placement yet (not placed), so {where} gets no channel; "
+            "retriable: the allocator writes it before it pins the domain's pods"
+        )
     if domain_uid and placement.domain_uid and placement.domain_uid != domain_uid:
         raise ClaimRefusedError(
             f"Placement {claim.namespace}/{domain} belongs to ComputeDomain uid "
@@ -230,22 +170,22 @@ def decide(
         )
     if not placement.spec.multi_node_nvlink:
         return WithoutChannel(devices=devices)
-    pod = _the_pod(obj, where=where, domain=named, node=node)
-    if clique is None:
-        raise ClaimRefusedError(f"node {node} has no NVLink clique; it cannot join a domain")
-    seating = _seating_here(placement.spec, pod=pod, domain=named, node=node)
-    piece = seating.piece
-    if piece.clique != clique:
-        raise ClaimRefusedError(
-            f"pod {pod} is placed in slice {piece.index} of {named}, which is in clique "
-            f"{piece.clique!r}; node {node} is in clique {clique!r}"
-        )
+    seating = pinned_here(
+        consumers=obj.status.reserved_for,
+        spec=placement.spec,
+        claim=where,
+        domain=named,
+        node=node,
+        clique=clique,
+    )
+    if isinstance(seating, Refusal):
+        raise ClaimRefusedError(seating.message, reason=seating.reason)
     grant = ChannelGrant(
         claim_uid=claim.uid,
         domain_namespace=claim.namespace,
         domain_name=domain,
         domain_uid=domain_uid or placement.domain_uid,
-        channel=piece.channel,
+        channel=seating.piece.channel,
         seat=seating.seat,
     )
     story = story_annotations(placement.metadata.annotations)

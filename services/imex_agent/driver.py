@@ -184,7 +184,10 @@ class ChannelDriver:
             return PrepareResult(error=str(exc))
         except ClaimRefusedError as exc:
             self._metrics.dra_requests.labels("prepare", "refused").inc()
-            log.warning("claim refused", extra={"claim": _name(claim), "error": str(exc)})
+            log.warning(
+                "claim refused",
+                extra={"claim": _name(claim), "reason": exc.reason, "error": str(exc)},
+            )
             return PrepareResult(error=str(exc))
         except (KubeApiError, ChannelDeviceError, OSError) as exc:
             self._metrics.dra_requests.labels("prepare", "error").inc()

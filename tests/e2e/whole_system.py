@@ -392,6 +392,20 @@ class WholeSystem:
             return set()
         return {int(name.removeprefix("channel")) for name in names if name.startswith("channel")}
 
+    def channel_specs(self, node: str) -> set[str]:
+        """The claim uids of the IMEX channel CDI specs the node's agent has written."""
+        directory = self.state_dir / "nodehost" / node / "cdi"
+        prefix = "cdo.dev-imex-channel_"
+        try:
+            names = [path.name for path in directory.iterdir()]
+        except FileNotFoundError:
+            return set()
+        return {
+            name.removeprefix(prefix).removesuffix(".json")
+            for name in names
+            if name.startswith(prefix)
+        }
+
     async def all_channel_devices(self) -> dict[str, set[int]]:
         """Every node's channel devices, for the nodes that have any."""
         found = {

@@ -1,7 +1,8 @@
 """Step 1 of a plan: release what the domain no longer needs (pure).
 
 - A recorded pod keeps its seat (node and rank) while it lives (the same pod: a pod recreated
-  under the same name, as a StatefulSet does, is a new pod) (a pod whose index names another
+  under the same name, as a StatefulSet does, is a new pod; a seat of a record that predates
+  uids takes the uid of the pod it holds) (a pod whose index names another
   free rank of its slice moves to it: records of the first release had no ranks); one that is
   gone or finished
   frees it, and so does one being deleted from a node that takes no new pods (it may stay
@@ -70,7 +71,9 @@ def _keep_seats(hold: SliceHold, *, pods: Mapping[str, Pod], usable: NodeCheck) 
             continue
         if pod.metadata.deletion_timestamp is not None and not usable(hold.clique, seat.node):
             continue  # evicted from a failed node: its slot goes to the replacement
-        seats[name] = seat
+        # A seat of a record that predates uids learns its pod's: the IMEX agents grant a
+        # channel only to the pod whose uid the seat records.
+        seats[name] = seat if seat.uid else msgspec.structs.replace(seat, uid=pod.metadata.uid)
     slots = {}
     for node, count in hold.slots.items():
         pinned = sum(1 for seat in seats.values() if seat.node == node)

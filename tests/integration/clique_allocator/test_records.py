@@ -49,8 +49,12 @@ async def test_a_deleted_domain_keeps_its_placement_until_no_pod_uses_its_claims
     await wait_for(
         lambda: _missing(api, "gone"), what="placement deleted once no pod uses the claims"
     )
-    events = [e.reason for e in await api.events("gone")]
-    assert "PlacementDeleted" in events
+
+    async def deleted_event() -> bool:
+        # Recorded after the delete (notices follow the writes): wait for it, too.
+        return "PlacementDeleted" in [e.reason for e in await api.events("gone")]
+
+    await wait_for(deleted_event, what="the PlacementDeleted event")
 
 
 async def _recorded(api: Api, name: str, pods: int) -> Placement | None:

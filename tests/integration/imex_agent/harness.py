@@ -472,11 +472,13 @@ def _with_member(
     return [*members, add(None, len(members))]
 
 
-def _seated_in_slice(spec: PlacementSpec, *, clique: str, pod: str, node: str) -> dict[str, Any]:
+def _seated_in_slice(
+    spec: PlacementSpec, *, clique: str, pod: str, uid: str, node: str
+) -> dict[str, Any]:
     """The spec patch that adds ``pod`` to the slice in ``clique``, with the slice's next rank."""
     position = next(i for i, piece in enumerate(spec.slices) if piece.clique == clique)
     piece = spec.slices[position]
-    placed = PlacedPod(name=pod, rank=piece.first_rank + piece.placed_pods)
+    placed = PlacedPod(name=pod, rank=piece.first_rank + piece.placed_pods, uid=uid)
 
     def add(member: SliceMember | None, slot: int) -> SliceMember:
         if member is None:
@@ -491,16 +493,16 @@ def _seated_in_slice(spec: PlacementSpec, *, clique: str, pod: str, node: str) -
     slices = [*spec.slices[:position], grown, *spec.slices[position + 1 :]]
     return {
         "size": sum(each.size for each in slices),
-        "slices": [_without_nulls(msgspec.to_builtins(each)) for each in slices],
+        "slices": [without_nulls(msgspec.to_builtins(each)) for each in slices],
     }
 
 
-def _without_nulls(value: Any) -> Any:
+def without_nulls(value: Any) -> Any:
     """``value`` with the unset (None) members of its objects left out, as the allocator writes."""
     if isinstance(value, dict):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
     if isinstance(value, list):
-        return [_without_nulls(item) for item in value]
+        return [without_nulls(item) for item in value]
     return value
 
 
@@ -515,13 +517,22 @@ def _seated_in_legacy(spec: PlacementSpec, *, pod: str, node: str) -> dict[str, 
     members = _with_member(spec.members, node, add)
     return {
         "size": sum(len(member.pods) for member in members),
-        "members": [_without_nulls(msgspec.to_builtins(member)) for member in members],
+        "members": [without_nulls(msgspec.to_builtins(member)) for member in members],
     }
 
 
-async def seat_pod(client: KubeClient, domain: Domain, *, pod: str, node: str) -> None:
-    """Record ``pod`` on ``node`` in the domain's Placement, as the allocator does before it pins
-    the pod (in the slice of the domain's clique; nothing when the pod is seated already)."""
+def pod_uid(pod: str) -> str:
+    """The uid of the pod named ``pod`` in these tests (the scheduler's reservedFor entry and
+    the allocator's seat both carry it)."""
+    return f"uid-{pod}"
+
+
+async def seat_pod(
+    client: KubeClient, domain: Domain, *, pod: str, node: str, uid: str | None = None
+) -> None:
+    """Record ``pod`` (its uid: ``uid``, default :func:`pod_uid`) on ``node`` in the domain's
+    Placement, as the allocator does before it pins the pod (in the slice of the domain's
+    clique; nothing when the pod is seated already). A legacy record seats names only."""
     raw = await client.get(PLACEMENTS, domain.name, namespace=domain.namespace)
     spec = msgspec.json.decode(raw, type=Placement).spec
     if any(p.name == pod for piece in spec.all_slices for m in piece.members for p in m.pods):
@@ -529,7 +540,9 @@ async def seat_pod(client: KubeClient, domain: Domain, *, pod: str, node: str) -
     if domain.legacy:
         patch = _seated_in_legacy(spec, pod=pod, node=node)
     else:
-        patch = _seated_in_slice(spec, clique=domain.clique, pod=pod, node=node)
+        patch = _seated_in_slice(
+            spec, clique=domain.clique, pod=pod, uid=uid or pod_uid(pod), node=node
+        )
     await client.patch(PLACEMENTS, domain.name, {"spec": patch}, namespace=domain.namespace)
 
 
@@ -543,16 +556,18 @@ async def create_claim(
     device: str = "attach-0",
     labels: dict[str, str] | None = None,
     pod: str | None = None,
+    uid: str | None = None,
     reserve: bool = True,
     seat: bool = True,
 ) -> Claim:
-    """A claim as made from the domain's template for ``pod`` (default ``<name>-pod``),
-    allocated on ``node`` and reserved for the pod as the scheduler does (``reserve``), the pod
-    seated on ``node`` in the domain's Placement as the allocator does (``seat``)."""
+    """A claim as made from the domain's template for ``pod`` (default ``<name>-pod``; its uid
+    ``uid``, default :func:`pod_uid`), allocated on ``node`` and reserved for the pod as the
+    scheduler does (``reserve``), the pod seated on ``node`` in the domain's Placement as the
+    allocator does (``seat``)."""
     await ensure_namespace(client, namespace)
     pod_name = pod or f"{name}-pod"
     if domain is not None and seat:
-        await seat_pod(client, domain, pod=pod_name, node=node)
+        await seat_pod(client, domain, pod=pod_name, node=node, uid=uid)
     claim_labels = dict(labels or {})
     if domain is not None and labels is None:
         claim_labels = {DOMAIN_LABEL: domain.name, DOMAIN_UID_LABEL: domain.uid}
@@ -588,7 +603,8 @@ async def create_claim(
     }
     status: dict[str, Any] = {"allocation": allocation}
     if reserve:
-        status["reservedFor"] = [{"resource": "pods", "name": pod_name, "uid": f"uid-{pod_name}"}]
+        reserved = {"resource": "pods", "name": pod_name, "uid": uid or pod_uid(pod_name)}
+        status["reservedFor"] = [reserved]
     await client.patch(
         RESOURCE_CLAIMS, name, {"status": status}, namespace=namespace, subresource="status"
     )

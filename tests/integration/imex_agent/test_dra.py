@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.imex_agent import ImexAgent
+from shared.crds import PLACEMENTS, Placement
 from shared.crds.names import DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
 from shared.kube.models import ResourceSlice
 from shared.kube.resources import RESOURCE_SLICES
@@ -33,6 +34,8 @@ from tests.integration.imex_agent.harness import (
     create_claim,
     create_domain,
     one_slice,
+    pod_uid,
+    without_nulls,
 )
 from tests.support.wait import wait_for
 from tests.unit.imex_agent.cdi_schema import CDI_SPEC_0_6
@@ -240,8 +243,9 @@ async def test_claims_that_cannot_be_served_are_refused_with_the_reason(node: No
     )
     assert "not made from a ComputeDomain's claim template" in results[plain.uid].error
     assert results[copied.uid].error == (
-        f"pod copied-pod is not a member of ComputeDomain ml/here on node {node.sim.name}: "
-        "the allocator did not place it here"
+        "pod copied-pod (uid uid-copied-pod) is not a member of ComputeDomain ml/here: the "
+        "allocator pinned no pod of that name for it, so ResourceClaim ml/copied gets no "
+        f"channel on node {node.sim.name}"
     )
     assert "is reserved for no pod" in results[unreserved.uid].error
     assert node.channels() == set()
@@ -260,7 +264,10 @@ async def test_a_pod_gets_the_channel_and_ranks_of_its_slice(node: Node) -> None
                 "node": "far-0",
                 "slot": 0,
                 "gpus": 2,
-                "pods": [{"name": "w-0", "rank": 0}, {"name": "w-1", "rank": 1}],
+                "pods": [
+                    {"name": "w-0", "rank": 0, "uid": pod_uid("w-0")},
+                    {"name": "w-1", "rank": 1, "uid": pod_uid("w-1")},
+                ],
             }
         ],
     }
@@ -297,7 +304,7 @@ async def test_a_pod_gets_the_channel_and_ranks_of_its_slice(node: Node) -> None
     )
     results = await prepare(node, w2, w3, w0)
     assert results[w2.uid].ok and results[w3.uid].ok, results
-    assert "(it is seated on node far-0)" in results[w0.uid].error
+    assert "is pinned to node far-0" in results[w0.uid].error
     assert node.channels() == {31}
     expected = {
         "CDO_COMPUTE_DOMAIN": "ml/wide",
@@ -317,8 +324,12 @@ async def test_a_pod_gets_the_channel_and_ranks_of_its_slice(node: Node) -> None
     assert node.env(w2) == expected | {"CDO_SLICE_RANK": "0", "CDO_RANK": "2"}
 
 
-async def test_an_old_shape_placement_still_grants_its_channel(node: Node) -> None:
-    """A Placement the previous release wrote: one clique, pods as plain names."""
+async def test_an_old_shape_placement_grants_once_the_allocator_records_uids(
+    node: Node,
+) -> None:
+    """A Placement the previous release wrote (one clique, pods as plain names) does not say
+    which pod holds a seat: its claims are refused, retriably, until the record has the pods'
+    uids (the allocator writes them, in the slice shape, at its next reconcile)."""
     client = node.cluster.client
     domain = await create_domain(
         client, namespace="ml", name="old", channel=14, clique=node.clique, legacy=True
@@ -335,9 +346,38 @@ async def test_an_old_shape_placement_still_grants_its_channel(node: Node) -> No
         for index in range(2)
     ]
     results = await prepare(node, *claims)
+    assert all("without a uid" in result.error for result in results.values()), results
+    assert node.channels() == set()
+    # What the allocator writes for that record: the one slice, ranks in slot order then by
+    # pod name, each seat with its pod's uid.
+    spec = msgspec.json.decode(
+        await client.get(PLACEMENTS, "old", namespace="ml"), type=Placement
+    ).spec
+    (piece,) = spec.all_slices
+    members = [
+        msgspec.structs.replace(
+            member,
+            pods=tuple(msgspec.structs.replace(p, uid=pod_uid(p.name)) for p in member.pods),
+        )
+        for member in piece.members
+    ]
+    rewritten = msgspec.structs.replace(piece, members=tuple(members))
+    await client.patch(
+        PLACEMENTS,
+        "old",
+        {
+            "spec": {
+                "clique": None,
+                "channel": None,
+                "members": None,
+                "slices": [without_nulls(msgspec.to_builtins(rewritten))],
+            }
+        },
+        namespace="ml",
+    )
+    results = await prepare(node, *claims)  # the kubelet's retry
     assert all(result.ok for result in results.values()), results
     assert node.channels() == {14}
-    # Ranks of the converted slice: slot order, then pod name.
     assert [node.env(claim)["CDO_RANK"] for claim in claims] == ["0", "1"]
     assert {node.env(claim)["CDO_SLICE_SIZE"] for claim in claims} == {"2"}
     assert {node.env(claim)["CLIQUE_ID"] for claim in claims} == {node.clique}

@@ -30,10 +30,12 @@ from shared.kube.resources import PODS, RESOURCE_CLAIMS
 from shared.kubeletapi import Claim, DraPluginClient, PrepareResult
 from sim.kubelet import CDI_DEVICES_ANNOTATION, KubeletSettings, SimulatedKubelet
 from tests.integration.imex_agent.harness import (
+    Domain,
     ImexCluster,
     SimNode,
     create_claim,
     create_domain,
+    seat_pod,
 )
 from tests.support.wait import wait_for
 
@@ -178,8 +180,9 @@ async def kubelet_running(kubelet: SimulatedKubelet) -> AsyncIterator[None]:
             await task
 
 
-async def run_pod(client: KubeClient, *, claim: Claim, pod: str, node: str) -> None:
-    """Create ``pod`` with ``claim``, reserve the claim for it and bind it, as the scheduler."""
+async def run_pod(client: KubeClient, *, claim: Claim, domain: Domain, pod: str, node: str) -> None:
+    """Create ``pod`` with ``claim``, seat it in the domain's Placement as the allocator does,
+    reserve the claim for it and bind it, as the scheduler does."""
     body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -198,6 +201,7 @@ async def run_pod(client: KubeClient, *, claim: Claim, pod: str, node: str) -> N
     created = msgspec.json.decode(
         await client.create(PODS, body, namespace=claim.namespace), type=Pod
     )
+    await seat_pod(client, domain, pod=pod, node=node, uid=created.metadata.uid)
     reserved = [{"resource": "pods", "name": pod, "uid": created.metadata.uid}]
     await client.patch(
         RESOURCE_CLAIMS,
@@ -245,9 +249,10 @@ async def test_the_kubelet_shows_the_error_and_starts_the_pod_once_imex_is_ready
             node=sim.name,
             pod="train-0",
             reserve=False,
+            seat=False,
         )
         await kill_daemon(agent)
-        await run_pod(client, claim=claim, pod="train-0", node=sim.name)
+        await run_pod(client, claim=claim, domain=domain, pod="train-0", node=sim.name)
 
         async def pod() -> Pod:
             cluster.check_agents()

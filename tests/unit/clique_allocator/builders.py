@@ -194,7 +194,8 @@ def slice_of(
     for name, slots, pods in members:
         placed = []
         for pod_name in pods:
-            placed.append(PlacedPod(name=pod_name, rank=rank))
+            # The uid :func:`pod` gives a pod of that name, as the allocator records it.
+            placed.append(PlacedPod(name=pod_name, rank=rank, uid=f"{pod_name}-uid"))
             rank += 1
         built.append(
             SliceMember(

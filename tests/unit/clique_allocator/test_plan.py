@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from services.clique_allocator.gang import GangSize, UnknownSize
 from services.clique_allocator.placement import ClusterView
 from services.clique_allocator.plan import plan_domain
@@ -95,6 +97,34 @@ def test_a_recorded_pod_still_gated_is_pinned_again_to_its_node() -> None:
     plan = run([pod("p1")], placement=held)
     assert plan.action == "keep"
     assert plan.pins == (Pin(pod="p1", node="a-n01"),)
+
+
+def test_a_record_that_predates_uids_learns_the_uid_of_each_pod_it_seats() -> None:
+    """The IMEX agents grant a channel only to the pod whose uid its seat records, so a seat
+    written without one takes its live pod's uid at the next plan (and the record is written)."""
+    held = msgspec.structs.replace(record(("a-n00", 1, ("p0",)), ("a-n01", 1, ("p1",))), size=2)
+    without = msgspec.structs.replace(
+        held,
+        slices=tuple(
+            msgspec.structs.replace(
+                piece,
+                members=tuple(
+                    msgspec.structs.replace(
+                        m, pods=tuple(msgspec.structs.replace(p, uid="") for p in m.pods)
+                    )
+                    for m in piece.members
+                ),
+            )
+            for piece in held.slices
+        ),
+    )
+    live = [pod("p0", gated=False, uid="u-0"), pod("p1", gated=False, uid="u-1")]
+    plan = run(live, gang=2, placement=without)
+    assert plan.action == "write"
+    assert plan.record is not None
+    seats = {p.name: p.uid for m in plan.record.slices[0].members for p in m.pods}
+    assert seats == {"p0": "u-0", "p1": "u-1"}
+    assert run(live, gang=2, placement=plan.record).action == "keep"
 
 
 def test_a_finished_pod_frees_its_slot_for_the_next() -> None:

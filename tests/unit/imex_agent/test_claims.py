@@ -72,7 +72,9 @@ def member(node: str, slot: int, *ranks: int) -> dict[str, Any]:
         "node": node,
         "slot": slot,
         "gpus": 4 * len(ranks),
-        "pods": [{"name": f"train-{rank}", "rank": rank} for rank in ranks],
+        "pods": [
+            {"name": f"train-{rank}", "rank": rank, "uid": f"uid-train-{rank}"} for rank in ranks
+        ],
     }
 
 
@@ -202,12 +204,13 @@ def test_every_pod_gets_the_channel_and_ranks_of_its_own_slice(
     assert (resolution.grant.channel, resolution.grant.seat) == (channel, seat)
 
 
-def test_an_old_shape_placement_still_grants_its_channel_with_ranks_of_its_one_slice() -> None:
-    resolution = run(
-        obj=claim_object(reserved=[pod_ref("train-3")]), placement=placement(spec=OLD_SHAPE)
-    )
-    assert resolution.grant.channel == 9
-    assert resolution.grant.seat == SliceSeat(clique=CLIQUE, index=0, size=4, rank=3, slice_rank=3)
+def test_an_old_shape_placement_grants_nothing_until_the_allocator_records_uids() -> None:
+    """Its pods are plain names: which pod holds the seat is not known, so the claim waits
+    (the allocator adds the uids at its next reconcile, then reads the record as one slice)."""
+    with pytest.raises(ClaimRefusedError) as refused:
+        run(obj=claim_object(reserved=[pod_ref("train-3")]), placement=placement(spec=OLD_SHAPE))
+    assert refused.value.reason == "SeatWithoutUid"
+    assert "retriable" in str(refused.value)
 
 
 def test_a_hand_made_claim_copying_a_domains_labels_gets_nothing() -> None:
@@ -215,17 +218,19 @@ def test_a_hand_made_claim_copying_a_domains_labels_gets_nothing() -> None:
     with pytest.raises(ClaimRefusedError) as refused:
         run(obj=claim_object(reserved=[pod_ref("intruder")]))
     assert str(refused.value) == (
-        "pod intruder is not a member of ComputeDomain team-a/train on node n1: the allocator "
-        "did not place it here"
+        "pod intruder (uid uid-intruder) is not a member of ComputeDomain team-a/train: the "
+        "allocator pinned no pod of that name for it, so ResourceClaim team-a/train-5-channel "
+        "gets no channel on node n1"
     )
+    assert refused.value.reason == "NotPinned"
 
 
 def test_a_pod_seated_on_another_node_is_refused_and_told_where_it_is_seated() -> None:
     with pytest.raises(ClaimRefusedError) as refused:
         run(obj=claim_object(reserved=[pod_ref("train-6")]))
     assert str(refused.value) == (
-        "pod train-6 is not a member of ComputeDomain team-a/train on node n1: the allocator "
-        "did not place it here (it is seated on node n2)"
+        "pod train-6 (uid uid-train-6) is pinned to node n2 for ComputeDomain team-a/train, "
+        "not to node n1: ResourceClaim team-a/train-5-channel gets no channel here"
     )
 
 
@@ -275,8 +280,12 @@ def test_a_pod_seated_on_another_node_is_refused_and_told_where_it_is_seated() -
         ({"clique": None}, "has no NVLink clique"),
         (
             {"obj": claim_object(reserved=[pod_ref("train-1")])},
-            "pod train-1 is not a member of ComputeDomain team-a/train on node n1: .*"
-            r"\(it is seated on node m1\)",
+            r"pod train-1 \(uid uid-train-1\) is pinned to node m1 .*, not to node n1",
+        ),
+        (
+            {"obj": claim_object(reserved=[{**pod_ref("train-5"), "uid": "recreated"}])},
+            r"pod train-5 \(uid recreated\) is not the pod the allocator pinned as train-5 "
+            r"for ComputeDomain team-a/train \(that one has uid uid-train-5\)",
         ),
         (
             {"clique": "other.1"},
@@ -285,7 +294,7 @@ def test_a_pod_seated_on_another_node_is_refused_and_told_where_it_is_seated() -
         ),
         (
             {"placement": placement(slices=[])},
-            "pod train-5 is not a member of ComputeDomain team-a/train on node n1",
+            r"pod train-5 \(uid uid-train-5\) is not a member of ComputeDomain team-a/train",
         ),
     ],
 )
