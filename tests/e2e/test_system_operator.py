@@ -96,8 +96,7 @@ async def create_domain_workload(
     deployment = deployment_object(name, replicas=replicas, gpus=gpus)
     if node_selector:
         deployment["spec"]["template"]["spec"]["nodeSelector"] = node_selector
-    documents = [domain_object(name), deployment]
-    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
+    manifest = "\n---\n".join(json.dumps(doc) for doc in (domain_object(name), deployment))
     await system.kubectl("apply", "-n", namespace, "-f", "-", stdin=manifest)
 
 

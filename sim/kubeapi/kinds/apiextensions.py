@@ -368,7 +368,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
         declared = version.get("subresources") or {}
         has_status = "status" in declared
         scale = declared.get("scale")
-        has_scale = isinstance(scale, dict)
+        paths = ScalePaths.of_crd(scale) if isinstance(scale, dict) else None
         strategy = CustomResourceStrategy(schema=schema, status=has_status, selectable=selectable)
         out.append(
             ResourceType(
@@ -384,8 +384,8 @@ def resource_types(crd: Obj) -> list[ResourceType]:
                 short_names=tuple(names_.get("shortNames") or ()),
                 categories=tuple(names_.get("categories") or ()),
                 subresources=(("status",) if has_status else ())
-                + (("scale",) if has_scale else ()),
-                scale=ScalePaths.of_crd(scale) if has_scale else None,
+                + (("scale",) if paths is not None else ()),
+                scale=paths,
                 schema=schema,
                 custom=True,
                 crd_name=crd["metadata"]["name"],
