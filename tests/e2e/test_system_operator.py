@@ -108,6 +108,33 @@ def by_node(pods: list[Pod]) -> dict[str, str]:
     return {pod.spec.node_name: pod.metadata.name for pod in pods}
 
 
+async def scale(system: WholeSystem, namespace: str, deployment: str, replicas: int) -> None:
+    """``kubectl scale``, through the Deployment's scale subresource."""
+    out = await system.kubectl(
+        "scale", f"deployment/{deployment}", "-n", namespace, f"--replicas={replicas}"
+    )
+    assert f"deployment.apps/{deployment} scaled" in out
+
+
+async def budget_settled(
+    system: WholeSystem, namespace: str, name: str, *, generation: int, healthy: int, allowed: int
+) -> dict[str, Any]:
+    """The PodDisruptionBudget once the disruption controller has written this status."""
+
+    async def settled() -> dict[str, Any] | None:
+        found = json.loads(await system.kubectl("get", "pdb", name, "-n", namespace, "-o", "json"))
+        status = found.get("status") or {}
+        wanted = (generation, healthy, allowed)
+        got = (
+            status.get("observedGeneration"),
+            status.get("currentHealthy"),
+            status.get("disruptionsAllowed"),
+        )
+        return dict(found) if got == wanted else None
+
+    return await wait_for(settled, timeout=60, interval=0.3, what=f"budget {name} settled")
+
+
 async def clique_nodes(system: WholeSystem, clique: str) -> list[str]:
     return sorted(node for node, label in (await system.cliques()).items() if label == clique)
 
@@ -135,6 +162,7 @@ async def test_a_drained_member_is_replaced_in_its_clique_and_an_uncordoned_node
     before = await system.wait_domain_ready(namespace, name, nodes=4)
     pods = await system.wait_running(namespace, f"app={name}", 4)
     clique = before.status.clique
+    assert clique, "the domain runs in one clique"
     victim = sorted(pod.spec.node_name for pod in pods)[0]
     evicted = by_node(pods)[victim]
     try:
@@ -172,10 +200,63 @@ async def test_a_drained_member_is_replaced_in_its_clique_and_an_uncordoned_node
     assert (await node_json(system, victim))["spec"].get("unschedulable") in (None, False)
 
     # The uncordoned node takes pods again: a gang of the whole clique needs every node of it.
-    await system.scale(namespace, name, 18)
+    await scale(system, namespace, name, 18)
     grown = await system.wait_running(namespace, f"app={name}", 18)
     await system.wait_domain_ready(namespace, name, nodes=18)
     assert set(by_node(grown)) == set(await clique_nodes(system, clique))
+    # Scaled down, the domain shrinks with it.
+    await scale(system, namespace, name, 2)
+    await system.wait_running(namespace, f"app={name}", 2)
+    shrunk = await system.wait_domain_ready(namespace, name, nodes=2)
+    assert shrunk.status.clique == clique
+    await system.clean_up(namespace)
+
+
+async def test_a_disruption_budget_blocks_a_drain_until_it_allows_the_eviction(
+    system: WholeSystem,
+) -> None:
+    namespace, name = "budget", "guarded"
+    await create_domain_workload(system, namespace, name, replicas=2)
+    before = await system.wait_domain_ready(namespace, name, nodes=2)
+    pods = await system.wait_running(namespace, f"app={name}", 2)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": name}}},
+    }
+    await system.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(budget))
+    await budget_settled(system, namespace, name, generation=1, healthy=2, allowed=0)
+    victim = sorted(by_node(pods))[0]
+    held = by_node(pods)[victim]
+    try:
+        code, out = await kubectl_result(system, "drain", victim, *DRAIN_FLAGS, "--timeout=8s")
+        # kubectl retries only a 429 (TooManyRequests), with the server's message, until its
+        # timeout.
+        assert code != 0, out
+        assert (
+            f'error when evicting pods/"{held}" -n "{namespace}" (will retry after 5s): '
+            f"{PDB_REFUSAL}" in out
+        )
+        assert (await node_json(system, victim))["spec"]["unschedulable"] is True
+        still = await system.wait_running(namespace, f"app={name}", 2)
+        assert by_node(still)[victim] == held
+        assert (await system.domain(namespace, name)).status.status == "Ready"  # type: ignore[union-attr]
+
+        patch = json.dumps({"spec": {"minAvailable": 1}})
+        await system.kubectl("patch", "pdb", name, "-n", namespace, "--type=merge", "-p", patch)
+        await budget_settled(system, namespace, name, generation=2, healthy=2, allowed=1)
+        out = await system.kubectl("drain", victim, *DRAIN_FLAGS, "--timeout=90s")
+        assert f"node/{victim} drained" in out
+        replaced = await system.wait_running(namespace, f"app={name}", 2)
+        after = await system.wait_domain_ready(namespace, name, nodes=2)
+        assert victim not in by_node(replaced)
+        labels = await system.cliques()
+        assert {labels[node] for node in by_node(replaced)} == {before.status.clique}
+    finally:
+        await system.kubectl("uncordon", victim)
+    assert after.status.channel == before.status.channel
+    await system.kubectl("delete", "pdb", name, "-n", namespace)
     await system.clean_up(namespace)
 
 
@@ -228,7 +309,7 @@ async def test_labels_and_taints_steer_placement(system: WholeSystem) -> None:
         assert set(by_node(pods)) == set(chosen[1:])
 
         await system.kubectl("taint", "nodes", tainted, "dedicated:NoSchedule-")
-        await system.scale(namespace, name, 3)
+        await scale(system, namespace, name, 3)
         pods = await system.wait_running(namespace, f"app={name}", 3)
         assert set(by_node(pods)) == set(chosen)
         await system.wait_domain_ready(namespace, name, nodes=3)
