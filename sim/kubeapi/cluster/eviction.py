@@ -144,7 +144,7 @@ def _unhealthy_may_go(budget: Obj) -> bool:
 
 def _no_more_disruptions(status: Obj) -> None:
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_ALLOWED]
-    previous = next(
+    previous: Obj = next(
         (c for c in status.get("conditions") or [] if c.get("type") == DISRUPTION_ALLOWED), {}
     )
     since = previous.get("lastTransitionTime") if previous.get("status") == "False" else None

@@ -54,8 +54,15 @@ def seats(plan: Plan) -> dict[str, tuple[str, ...]]:
     }
 
 
-def running(name: str, node_name: str, **kw: bool) -> Pod:
-    return pod(name, gated=False, phase="Running", node_name=node_name, pinned_to=node_name, **kw)
+def running(name: str, node_name: str, *, deleting: bool = False) -> Pod:
+    return pod(
+        name,
+        gated=False,
+        phase="Running",
+        node_name=node_name,
+        pinned_to=node_name,
+        deleting=deleting,
+    )
 
 
 @pytest.mark.parametrize("by_taint", [False, True], ids=["spec.unschedulable", "cordon taint"])
