@@ -20,6 +20,8 @@ The behaviour of kube-apiserver's eviction subresource, as clients see it:
   otherwise the budget's ``disruptionsAllowed`` drops by one (its ``DisruptionAllowed``
   condition turns False with ``InsufficientPods`` when that reaches 0), the pod is recorded in
   its ``status.disruptedPods``, and the pod is deleted;
+- before the delete (unless a dry run) the pod gets the condition ``DisruptionTarget`` True,
+  reason ``EvictionByEvictionAPI``, message "Eviction API: evicting";
 - the answer is 201 with a Success Status.
 
 The disruption controller (``sim/controllers/disruption.py``) recomputes the budgets' status
@@ -41,6 +43,7 @@ UNCHECKED_PHASES = ("Pending", "Succeeded", "Failed")
 MAX_RETRIES = 5
 RETRY_AFTER_S = 10
 DISRUPTION_ALLOWED = "DisruptionAllowed"
+DISRUPTION_TARGET = "DisruptionTarget"
 
 
 async def evict(
@@ -65,8 +68,39 @@ async def evict(
     phase = (pod.obj().get("status") or {}).get("phase")
     if not pod.deleting and phase not in UNCHECKED_PHASES:
         await _spend_budget(engine, namespace=namespace, pod=pod.obj(), dry_run=opts.dry_run)
+    if not opts.dry_run:
+        await _mark_disruption_target(engine, rt, namespace=namespace, name=name, opts=opts)
     await engine.delete(rt, namespace=namespace, name=name, options=options, opts=opts)
     return Result(errors.success_status(code=201), 201)
+
+
+async def _mark_disruption_target(
+    engine: Engine, rt: ResourceType, *, namespace: str, name: str, opts: WriteOptions
+) -> None:
+    """The ``DisruptionTarget`` condition the real server sets before it deletes the pod."""
+    for _ in range(MAX_RETRIES):
+        obj = engine.read(rt, namespace, name)
+        status = obj.setdefault("status", {})
+        kept = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
+        kept.append(
+            {
+                "type": DISRUPTION_TARGET,
+                "status": "True",
+                "lastTransitionTime": codec.format_time(codec.now()),
+                "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting",
+            }
+        )
+        status["conditions"] = kept
+        try:
+            await engine.update(
+                rt, namespace=namespace, name=name, body=obj, opts=opts, subresource="status"
+            )
+            return
+        except errors.ApiError as exc:
+            if exc.code != 409:
+                raise
+    raise errors.conflict(rt.plural, rt.group, name)
 
 
 async def _spend_budget(engine: Engine, *, namespace: str, pod: Obj, dry_run: bool) -> None:

@@ -139,6 +139,26 @@ async def test_an_unready_pod_goes_when_the_budget_is_healthy_without_spending_i
     assert "disruptedPods" not in budget["status"] or not budget["status"]["disruptedPods"]
 
 
+async def test_an_evicted_pod_is_marked_a_disruption_target_before_it_goes(http: Http) -> None:
+    # Finalizers keep the pod visible after the delete, with what the eviction wrote.
+    body = _pod("kept", {"app": "x"})
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    await http.post(PODS, body)
+
+    status, _, _ = await http.post(f"{PODS}/kept/eviction", _eviction("kept"))
+
+    assert status == 201
+    _, pod, _ = await http.get(f"{PODS}/kept")
+    assert pod["metadata"]["deletionTimestamp"]
+    (target,) = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert (target["status"], target["reason"], target["message"]) == (
+        "True",
+        "EvictionByEvictionAPI",
+        "Eviction API: evicting",
+    )
+    await http.patch(f"{PODS}/kept", {"metadata": {"finalizers": None}}, MERGE)
+
+
 async def test_an_allowed_eviction_spends_one_disruption(http: Http) -> None:
     for name in ("a", "b"):
         await _running(http, name, {"app": "api"})
