@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from shared.crds.names import PLACED_CONDITION
 from shared.kube.models import Pod
 from tests.e2e.whole_system import (
     KUBECTL,
     WholeSystem,
     deployment_object,
     domain_object,
+    gated,
+    live,
     running_whole_system,
 )
 from tests.support.wait import wait_for
@@ -209,6 +212,41 @@ async def test_a_drained_member_is_replaced_in_its_clique_and_an_uncordoned_node
     await system.wait_running(namespace, f"app={name}", 2)
     shrunk = await system.wait_domain_ready(namespace, name, nodes=2)
     assert shrunk.status.clique == clique
+    await system.clean_up(namespace)
+
+
+async def test_a_drained_member_of_a_full_clique_waits_there_until_it_is_uncordoned(
+    system: WholeSystem,
+) -> None:
+    namespace, name = "full", "whole"
+    await create_domain_workload(system, namespace, name, replicas=18)
+    before = await system.wait_domain_ready(namespace, name, nodes=18)
+    victim = sorted(by_node(await system.wait_running(namespace, f"app={name}", 18)))[0]
+
+    async def waiting() -> Pod | None:
+        found = [p for p in live(await system.pods(namespace, f"app={name}")) if gated(p)]
+        placed = found[0].condition(PLACED_CONDITION) if len(found) == 1 else None
+        return found[0] if placed is not None and placed.reason == "CliqueFull" else None
+
+    try:
+        await system.kubectl("drain", victim, *DRAIN_FLAGS, "--timeout=90s")
+        replacement = await wait_for(
+            waiting, timeout=60, interval=0.2, what="the replacement waiting with CliqueFull"
+        )
+        # A cordon is maintenance: the slice is not taken as stuck, so it never fails over
+        # to the empty clique; it waits in its own.
+        placement = await system.placement(namespace, name)
+        assert placement is not None
+        assert [(s.clique, s.waiting_since) for s in placement.spec.all_slices] == [
+            (before.status.clique, None)
+        ]
+        domain = await system.domain(namespace, name)
+        assert domain is not None and domain.status.status == "NotReady"
+    finally:
+        await system.kubectl("uncordon", victim)
+    pods = await system.wait_running(namespace, f"app={name}", 18)
+    assert by_node(pods)[victim] == replacement.metadata.name
+    await system.wait_domain_ready(namespace, name, nodes=18)
     await system.clean_up(namespace)
 
 
