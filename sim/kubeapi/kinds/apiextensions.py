@@ -175,6 +175,7 @@ class CRDStrategy(Strategy):
                 continue
             out.extend(_structural_errors(schema, spath, root=True))
             out.extend(cel.compile_errors(schema, spath))
+            out.extend(_scale_errors(version.get("subresources"), f"{path}.subresources"))
             for j, column in enumerate(version.get("additionalPrinterColumns") or ()):
                 cpath = f"{path}.additionalPrinterColumns[{j}]"
                 for key in ("name", "type", "jsonPath"):
@@ -315,6 +316,35 @@ def _field_getter(path: str) -> Any:
         return str(value)
 
     return getter
+
+
+SCALE_PATHS = (
+    ("specReplicasPath", (".spec.",), "should be a json path under .spec"),
+    ("statusReplicasPath", (".status.",), "should be a json path under .status"),
+    (
+        "labelSelectorPath",
+        (".spec.", ".status."),
+        "should be a json path under either .spec or .status",
+    ),
+)
+
+
+def _scale_errors(subresources: Any, path: str) -> list[FieldError]:
+    """A declared scale subresource names its replica paths under .spec and .status."""
+    scale = subresources.get("scale") if isinstance(subresources, dict) else None
+    if not isinstance(scale, dict):
+        return []
+    out: list[FieldError] = []
+    for key, prefixes, message in SCALE_PATHS:
+        value = scale.get(key)
+        field = f"{path}.scale.{key}"
+        if not value:
+            if key != "labelSelectorPath":
+                out.append(errors.required(field))
+            continue
+        if not isinstance(value, str) or not value.startswith(prefixes):
+            out.append(errors.invalid(field, value, message))
+    return out
 
 
 class CustomResourceStrategy(Strategy):
