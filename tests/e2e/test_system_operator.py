@@ -228,25 +228,39 @@ async def test_a_drained_member_of_a_full_clique_waits_there_until_it_is_uncordo
         placed = found[0].condition(PLACED_CONDITION) if len(found) == 1 else None
         return found[0] if placed is not None and placed.reason == "CliqueFull" else None
 
-    try:
-        await system.kubectl("drain", victim, *DRAIN_FLAGS, "--timeout=90s")
-        replacement = await wait_for(
-            waiting, timeout=60, interval=0.2, what="the replacement waiting with CliqueFull"
+    def statuses(lines: list[str]) -> list[str]:
+        """The STATUS column of the rows ``kubectl get computedomains -w`` printed, each
+        change once (a status update that keeps the column prints the same value again)."""
+        seen = [line.split()[1] for line in lines if line.startswith(f"{name} ")]
+        return [value for i, value in enumerate(seen) if i == 0 or seen[i - 1] != value]
+
+    async with watching(system, "computedomains", "-n", namespace) as printed:
+        try:
+            await system.kubectl("drain", victim, *DRAIN_FLAGS, "--timeout=90s")
+            replacement: Pod = await wait_for(
+                waiting, timeout=60, interval=0.2, what="the replacement waiting with CliqueFull"
+            )
+            # A cordon is maintenance: the slice is not taken as stuck, so it never fails over
+            # to the empty clique; it waits in its own.
+            placement = await system.placement(namespace, name)
+            assert placement is not None
+            assert [(s.clique, s.waiting_since) for s in placement.spec.all_slices] == [
+                (before.status.clique, None)
+            ]
+            domain = await system.domain(namespace, name)
+            assert domain is not None and domain.status.status == "NotReady"
+        finally:
+            await system.kubectl("uncordon", victim)
+        await system.wait_domain_ready(namespace, name, nodes=18)
+        # The watch shows the domain going NotReady with the drain, and Ready again.
+        await wait_for(
+            lambda: statuses(printed())[-2:] == ["NotReady", "Ready"],
+            timeout=30,
+            interval=0.1,
+            what="kubectl get computedomains -w showing NotReady, then Ready",
         )
-        # A cordon is maintenance: the slice is not taken as stuck, so it never fails over
-        # to the empty clique; it waits in its own.
-        placement = await system.placement(namespace, name)
-        assert placement is not None
-        assert [(s.clique, s.waiting_since) for s in placement.spec.all_slices] == [
-            (before.status.clique, None)
-        ]
-        domain = await system.domain(namespace, name)
-        assert domain is not None and domain.status.status == "NotReady"
-    finally:
-        await system.kubectl("uncordon", victim)
     pods = await system.wait_running(namespace, f"app={name}", 18)
     assert by_node(pods)[victim] == replacement.metadata.name
-    await system.wait_domain_ready(namespace, name, nodes=18)
     await system.clean_up(namespace)
 
 
