@@ -81,7 +81,7 @@ class DisruptionController:
             name="sim-disruption", reconcile=self._reconcile, metrics=metrics,
             workers=workers, rate_limit=rate_limit,
         )  # fmt: skip
-        self._plurals: dict[tuple[str, str], str | None] = {}
+        self._plurals: dict[tuple[str, str], str] = {}
         self._budgets.add_handler(self.loop.on_change(lambda budget: [key_of(budget)]))
         self._pods.add_handler(self.loop.on_change(self._budgets_of))
         self._replica_sets.add_handler(self.loop.on_change(self._budgets_of_children))
@@ -133,27 +133,31 @@ class DisruptionController:
         return ref.uid, msgspec.json.decode(raw, type=_Scale).spec.replicas
 
     async def _plural(self, api_version: str, kind: str) -> str | None:
-        """The plural of a kind that serves a scale subresource, from discovery (cached)."""
+        """The plural of a kind that serves a scale subresource, from discovery (found ones
+        cached; a kind without one is looked up again, as a CRD may come later)."""
         key = (api_version, kind)
-        if key not in self._plurals:
-            root = f"/apis/{api_version}" if "/" in api_version else "/api/v1"
-            try:
-                raw = await self._client.request("GET", root)
-            except KubeApiError as exc:
-                if not exc.not_found:
-                    raise
-                return None
-            resources = msgspec.json.decode(raw, type=_ResourceList).resources
-            names = {r.name for r in resources}
-            self._plurals[key] = next(
-                (
-                    r.name
-                    for r in resources
-                    if r.kind == kind and "/" not in r.name and f"{r.name}/scale" in names
-                ),
-                None,
-            )
-        return self._plurals[key]
+        if key in self._plurals:
+            return self._plurals[key]
+        root = f"/apis/{api_version}" if "/" in api_version else "/api/v1"
+        try:
+            raw = await self._client.request("GET", root)
+        except KubeApiError as exc:
+            if not exc.not_found:
+                raise
+            return None
+        resources = msgspec.json.decode(raw, type=_ResourceList).resources
+        names = {r.name for r in resources}
+        found = next(
+            (
+                r.name
+                for r in resources
+                if r.kind == kind and "/" not in r.name and f"{r.name}/scale" in names
+            ),
+            None,
+        )
+        if found is not None:
+            self._plurals[key] = found
+        return found
 
     # -- reconcile ----------------------------------------------------------------------------
 
