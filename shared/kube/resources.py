@@ -55,6 +55,13 @@ STATEFUL_SETS = Resource(
     group="apps", version="v1", plural="statefulsets", kind="StatefulSet", namespaced=True
 )
 JOBS = Resource(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True)
+POD_DISRUPTION_BUDGETS = Resource(
+    group="policy",
+    version="v1",
+    plural="poddisruptionbudgets",
+    kind="PodDisruptionBudget",
+    namespaced=True,
+)
 
 
 def resource_api(plural: str, kind: str, *, namespaced: bool) -> Resource:

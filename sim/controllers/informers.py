@@ -24,6 +24,7 @@ from shared.kube.resources import (
     DEPLOYMENTS,
     DEVICE_TAINT_RULES,
     JOBS,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     REPLICA_SETS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -32,6 +33,7 @@ from shared.kube.resources import (
     Resource,
 )
 from shared.metrics import Metrics
+from sim.controllers.budgets import Budget
 from sim.controllers.objects import Deployment, Job, ReplicaSet, controller_uid
 
 BY_CONTROLLER = "controller-uid"
@@ -97,6 +99,11 @@ class SharedInformers:
     @cached_property
     def device_taint_rules(self) -> Informer[DeviceTaintRule]:
         informer: Informer[DeviceTaintRule] = self._make(DEVICE_TAINT_RULES, DeviceTaintRule)
+        return informer
+
+    @cached_property
+    def disruption_budgets(self) -> Informer[Budget]:
+        informer: Informer[Budget] = self._make(POD_DISRUPTION_BUDGETS, Budget)
         return informer
 
     def created(self) -> list[Informer[Any]]:

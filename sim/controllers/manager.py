@@ -34,19 +34,23 @@ from shared.runtime.supervisor import Supervisor
 from shared.settings import Settings
 from sim.controllers.deployment import DeploymentController
 from sim.controllers.devicetaint import DeviceTaintEvictionController
+from sim.controllers.disruption import DisruptionController
 from sim.controllers.informers import SharedInformers
 from sim.controllers.job import JobController
 from sim.controllers.loop import Loop
 from sim.controllers.replicaset import ReplicaSetController
 from sim.controllers.resourceclaim import ResourceClaimController
 
-ControllerName = Literal["deployment", "replicaset", "job", "resourceclaim", "devicetaint"]
+ControllerName = Literal[
+    "deployment", "replicaset", "job", "resourceclaim", "devicetaint", "disruption"
+]
 ALL_CONTROLLERS: tuple[ControllerName, ...] = (
     "deployment",
     "replicaset",
     "job",
     "resourceclaim",
     "devicetaint",
+    "disruption",
 )
 
 
@@ -57,7 +61,7 @@ class ControllerSettings(Settings, frozen=True, kw_only=True):
         tuple[ControllerName, ...],
         Meta(
             description="Controllers to run: deployment, replicaset, job, resourceclaim, "
-            "devicetaint (device taint eviction)."
+            "devicetaint (device taint eviction), disruption (PodDisruptionBudget status)."
         ),
     ] = ALL_CONTROLLERS
     workers: Annotated[
@@ -148,6 +152,15 @@ class ControllerManager:
                 rate_limit=settings.rate_limit,
             )
             self._loops.extend(evictions.loops)
+        if "disruption" in chosen:
+            budgets = DisruptionController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                workers=settings.workers,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.extend(budgets.loops)
 
     def _recorder(self, client: KubeClient, component: str) -> EventRecorder | None:
         if not self.settings.record_events:

@@ -3,7 +3,10 @@
 A slice is **stuck** when it cannot be made whole in its clique now: its clique is gone (the
 fabric lost, its nodes unlabelled), or the pods it lacks plus the pods it has on nodes that are
 unhealthy (NotReady, faulted) or no longer in the clique exceed the room the clique has for
-pods of its size. A node that is only cordoned is not unhealthy: maintenance never moves a slice.
+pods of its size on its healthy nodes. A node that is only cordoned is not unhealthy, and its
+free GPUs count as room: maintenance never moves a slice, not even when a drained member's
+replacement finds no other node of a full clique (it waits there until the node is uncordoned
+or room appears).
 
 The record keeps, per slice, since when it is stuck (``waitingSince``); the time is cleared
 once the slice is whole again or could be. With ``spec.failover.policy: Move`` (the default), a
@@ -23,6 +26,7 @@ from datetime import datetime
 import msgspec
 
 from services.clique_allocator.placement import (
+    CliqueState,
     ClusterView,
     GangRequest,
     NotPlaced,
@@ -55,10 +59,16 @@ class FailedOver(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def stuck_slices(
-    released: Released, view: ClusterView, *, gpus_per_pod: int, healthy: NodeHealth
+    released: Released,
+    view: ClusterView,
+    *,
+    key: str,
+    gpus_per_pod: int,
+    healthy: NodeHealth,
 ) -> list[Stuck]:
     """The slices that cannot be made whole in their clique now (see the module docstring)."""
     found = []
+    after_release: ClusterView | None = None
     for hold in released.holds:
         state = view.clique(hold.clique)
         if state is None:
@@ -68,6 +78,15 @@ def stuck_slices(
         lacking = max(0, released.targets.get(hold.index, 0) - hold.slot_count) + broken
         room = state.capacity(gpus_per_pod)
         if lacking > room:
+            # Only now the dearer look: what the release let go counts as free, and so do
+            # cordoned nodes.
+            if after_release is None:
+                held = [reservation_of(key, h, gpus_per_pod=gpus_per_pod) for h in released.holds]
+                after_release = view.with_domain(key, held)
+            released_state = after_release.clique(hold.clique)
+            if released_state is not None:
+                room = max(room, healthy_room(released_state, gpus_per_pod))
+        if lacking > room:
             found.append(
                 Stuck(
                     index=hold.index,
@@ -76,6 +95,16 @@ def stuck_slices(
                 )
             )
     return found
+
+
+def healthy_room(state: CliqueState, gpus_per_pod: int) -> int:
+    """Pods of ``gpus_per_pod`` GPUs the clique's healthy nodes have room for, cordoned ones
+    included (a cordon ends; a fault may not)."""
+    return sum(
+        node.free // gpus_per_pod
+        for node in state.nodes
+        if node.healthy and not node.overcommitted and node.gpus % gpus_per_pod == 0
+    )
 
 
 def fail_over(
@@ -90,7 +119,8 @@ def fail_over(
 ) -> FailedOver:
     """Mark stuck slices and move those whose grace is over (see the module docstring)."""
     stuck = {
-        s.index: s for s in stuck_slices(released, view, gpus_per_pod=gpus_per_pod, healthy=healthy)
+        s.index: s
+        for s in stuck_slices(released, view, key=key, gpus_per_pod=gpus_per_pod, healthy=healthy)
     }
     holds = [_waiting(hold, now if hold.index in stuck else None) for hold in released.holds]
     marked = Released(holds=tuple(holds), targets=released.targets)

@@ -3,19 +3,29 @@
 The behaviour of kube-apiserver's eviction subresource, as clients see it:
 
 - the body is an Eviction naming the pod; its ``deleteOptions`` apply to the delete;
-- a pod that already finished (Succeeded or Failed) or is being deleted is deleted without a
-  budget check;
+- a pod that is Pending, already finished (Succeeded or Failed) or being deleted is deleted
+  without a budget check;
 - the PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels (an
   empty selector matches every pod, none matches none): more than one answers 500 ("This pod
-  has more than one PodDisruptionBudget, which the eviction subresource does not support."); one
-  whose ``status.disruptionsAllowed`` is 0 answers 429 TooManyRequests ("Cannot evict pod as it
-  would violate the pod's disruption budget.", with a ``DisruptionBudget`` cause); otherwise the
-  budget's ``disruptionsAllowed`` drops by one, the pod is recorded in its
-  ``status.disruptedPods``, and the pod is deleted;
+  has more than one PodDisruptionBudget, which the eviction subresource does not support.");
+- a pod that is not Ready is deleted without spending a disruption when its budget's
+  ``unhealthyPodEvictionPolicy`` is ``AlwaysAllow``, or (``IfHealthyBudget``, the default) when
+  the budget has its desired healthy pods (``currentHealthy >= desiredHealthy > 0``);
+- otherwise the budget decides: one whose status has not observed its generation yet answers
+  429 TooManyRequests with ``retryAfterSeconds: 10`` (and a ``Retry-After`` header) and the
+  cause "The disruption budget <name> is still being processed by the server."; one whose
+  ``status.disruptionsAllowed`` is 0 answers 429 ("Cannot evict pod as it would violate the
+  pod's disruption budget.", cause "The disruption budget <name> needs <desiredHealthy>
+  healthy pods and has <currentHealthy> currently", both of reason ``DisruptionBudget``);
+  otherwise the budget's ``disruptionsAllowed`` drops by one (its ``DisruptionAllowed``
+  condition turns False with ``InsufficientPods`` when that reaches 0), the pod is recorded in
+  its ``status.disruptedPods``, and the pod is deleted;
+- before the delete (unless a dry run) the pod gets the condition ``DisruptionTarget`` True,
+  reason ``EvictionByEvictionAPI``, message "Eviction API: evicting";
 - the answer is 201 with a Success Status.
 
-The disruption controller, which recomputes the budgets' status, is not emulated
-(:mod:`sim.kubeapi.kinds.policy`).
+The disruption controller (``sim/controllers/disruption.py``) recomputes the budgets' status
+from their pods; it also drops ``disruptedPods`` entries once their pods are gone.
 """
 
 from __future__ import annotations
@@ -29,8 +39,11 @@ from sim.kubeapi.writes.options import DeleteOptions, Result, WriteOptions
 if TYPE_CHECKING:
     from sim.kubeapi.writes.engine import Engine
 
-FINISHED = ("Succeeded", "Failed")
+UNCHECKED_PHASES = ("Pending", "Succeeded", "Failed")
 MAX_RETRIES = 5
+RETRY_AFTER_S = 10
+DISRUPTION_ALLOWED = "DisruptionAllowed"
+DISRUPTION_TARGET = "DisruptionTarget"
 
 
 async def evict(
@@ -53,10 +66,41 @@ async def evict(
         )
     pod = engine.current(rt, namespace, name)
     phase = (pod.obj().get("status") or {}).get("phase")
-    if not pod.deleting and phase not in FINISHED:
+    if not pod.deleting and phase not in UNCHECKED_PHASES:
         await _spend_budget(engine, namespace=namespace, pod=pod.obj(), dry_run=opts.dry_run)
+    if not opts.dry_run:
+        await _mark_disruption_target(engine, rt, namespace=namespace, name=name, opts=opts)
     await engine.delete(rt, namespace=namespace, name=name, options=options, opts=opts)
     return Result(errors.success_status(code=201), 201)
+
+
+async def _mark_disruption_target(
+    engine: Engine, rt: ResourceType, *, namespace: str, name: str, opts: WriteOptions
+) -> None:
+    """The ``DisruptionTarget`` condition the real server sets before it deletes the pod."""
+    for _ in range(MAX_RETRIES):
+        obj = engine.read(rt, namespace, name)
+        status = obj.setdefault("status", {})
+        kept = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
+        kept.append(
+            {
+                "type": DISRUPTION_TARGET,
+                "status": "True",
+                "lastTransitionTime": codec.format_time(codec.now()),
+                "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting",
+            }
+        )
+        status["conditions"] = kept
+        try:
+            await engine.update(
+                rt, namespace=namespace, name=name, body=obj, opts=opts, subresource="status"
+            )
+            return
+        except errors.ApiError as exc:
+            if exc.code != 409:
+                raise
+    raise errors.conflict(rt.plural, rt.group, name)
 
 
 async def _spend_budget(engine: Engine, *, namespace: str, pod: Obj, dry_run: bool) -> None:
@@ -80,12 +124,19 @@ async def _spend_budget(engine: Engine, *, namespace: str, pod: Obj, dry_run: bo
         (entry,) = matching
         budget = entry.obj()
         status = budget.setdefault("status", {})
+        if not _ready(pod) and _unhealthy_may_go(budget):
+            return
+        generation = (budget.get("metadata") or {}).get("generation") or 0
+        if (status.get("observedGeneration") or 0) < generation:
+            raise _processing(budget)
         allowed = status.get("disruptionsAllowed") or 0
         if allowed <= 0:
             raise _violates(budget)
         if dry_run:
             return
         status["disruptionsAllowed"] = allowed - 1
+        if allowed == 1:
+            _no_more_disruptions(status)
         disrupted = dict(status.get("disruptedPods") or {})
         disrupted[(pod.get("metadata") or {}).get("name", "")] = codec.format_time(codec.now())
         status["disruptedPods"] = disrupted
@@ -108,6 +159,55 @@ def _selects(budget: Obj, labels: dict[str, str]) -> bool:
     if selector is None:
         return False
     return selectors.from_label_selector_object(selector).matches(labels)
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _unhealthy_may_go(budget: Obj) -> bool:
+    """Whether an unready pod may go without spending a disruption."""
+    policy = (budget.get("spec") or {}).get("unhealthyPodEvictionPolicy")
+    if policy == "AlwaysAllow":
+        return True
+    status = budget.get("status") or {}
+    desired = status.get("desiredHealthy") or 0
+    return bool((status.get("currentHealthy") or 0) >= desired > 0)
+
+
+def _no_more_disruptions(status: Obj) -> None:
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_ALLOWED]
+    previous: Obj = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == DISRUPTION_ALLOWED), {}
+    )
+    since = previous.get("lastTransitionTime") if previous.get("status") == "False" else None
+    conditions.append(
+        {
+            "type": DISRUPTION_ALLOWED,
+            "status": "False",
+            "reason": "InsufficientPods",
+            "message": "",
+            "observedGeneration": status.get("observedGeneration") or 0,
+            "lastTransitionTime": since or codec.format_time(codec.now()),
+        }
+    )
+    status["conditions"] = conditions
+
+
+def _processing(budget: Obj) -> errors.ApiError:
+    name = (budget.get("metadata") or {}).get("name", "")
+    cause = f"The disruption budget {name} is still being processed by the server."
+    return errors.ApiError(
+        code=429,
+        reason="TooManyRequests",
+        message="Cannot evict pod as it would violate the pod's disruption budget.",
+        details={
+            "causes": [{"reason": "DisruptionBudget", "message": cause}],
+            "retryAfterSeconds": RETRY_AFTER_S,
+        },
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 def _violates(budget: Obj) -> errors.ApiError:

@@ -169,3 +169,26 @@ def test_with_no_other_clique_with_room_the_slice_keeps_waiting() -> None:
     assert blocked.evictions == ()
     assert "FailoverBlocked" in [n.reason for n in blocked.notices]
     assert msgspec.structs.asdict(blocked.record.slices[1])["waiting_since"] == NOW
+
+
+def test_a_member_drained_from_a_full_clique_waits_there_and_never_moves_the_slice() -> None:
+    record, pods = placed_in_a_and_b()
+    # kubectl drain b-n03: cordoned, its pod evicted and gone, the Job's replacement gated.
+    drained = [
+        node(n.metadata.name, clique=CLIQUE_B, unschedulable=True)
+        if n.metadata.name == "b-n03"
+        else n
+        for n in RACKS
+    ]
+    (gone,) = [p for p in pods if p.spec.node_selector.get("kubernetes.io/hostname") == "b-n03"]
+    index = int(gone.metadata.labels[INDEX])
+    replacement = job_pod(index, uid="replacement-uid")
+    others = [p for p in pods if p is not gone]
+
+    plan = run([*others, replacement], nodes=drained, placement=record, after_s=3600)
+
+    assert plan.record is not None
+    assert all(s.waiting_since is None for s in plan.record.slices)
+    assert plan.evictions == ()
+    (hold,) = plan.holds
+    assert (hold.pod, hold.reason) == (replacement.metadata.name, "CliqueFull")
