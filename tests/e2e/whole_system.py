@@ -324,11 +324,9 @@ class WholeSystem:
         await self.client.delete(COMPUTE_DOMAINS, name, namespace=namespace)
 
     async def scale(self, namespace: str, deployment: str, replicas: int) -> None:
-        # The emulator serves no scale subresource, so a patch rather than `kubectl scale`.
         await self.kubectl(
-            "patch", f"deployment/{deployment}", "-n", namespace,
-            "-p", json.dumps({"spec": {"replicas": replicas}}),
-        )  # fmt: skip
+            "scale", f"deployment/{deployment}", "-n", namespace, f"--replicas={replicas}"
+        )
 
     # -- reading the API -----------------------------------------------------------------------
 
