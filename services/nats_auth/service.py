@@ -22,6 +22,8 @@ from shared.runtime import ServiceContext
 from shared.settings import env_name
 
 COMPONENT = "nats-auth"
+QUEUE = "cdo-nats-auth"
+"""Replicas of the authenticator share the requests: each goes to one of them."""
 
 
 def load_signer(settings: NatsAuthSettings) -> Signer:
@@ -83,7 +85,7 @@ def start(ctx: ServiceContext, client: KubeClient, settings: NatsAuthSettings) -
     ctx.readiness.add("subscribed", lambda: subscribed[0])
 
     async def serve() -> None:
-        await ctx.bus.nc.subscribe(auth.subject, cb=auth.receive)
+        await ctx.bus.nc.subscribe(auth.subject, queue=QUEUE, cb=auth.receive)
         await ctx.bus.nc.flush()
         subscribed[0] = True
         await auth.run()

@@ -4,7 +4,7 @@
 
 The runtime's own CDO_* settings come on top (docs/runtime.md): CDO_NATS_USER and
 CDO_NATS_PASSWORD are the callout user's (one of the server's ``auth_users``), and
-CDO_NATS_MANAGE_JETSTREAM must be false (that user has no JetStream). CDO_NATS_STREAM and
+CDO_NATS_JETSTREAM must be false (that user's account has no JetStream). CDO_NATS_STREAM and
 CDO_NATS_SNAPSHOT_BUCKET name the stream and bucket the permissions are about.
 """
 

@@ -58,6 +58,13 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
         bool,
         Meta(description="Create or update the stream and bucket at start (needs the rights)."),
     ] = True
+    jetstream: Annotated[
+        bool,
+        Meta(
+            description="Use the stream and the bucket; false for a connection in an account "
+            "without JetStream (the NATS authenticator's)."
+        ),
+    ] = True
 
 
 def client_settings(url: str, *, reconnect_forever: bool = False) -> NatsSettings:
