@@ -18,7 +18,13 @@ from services.nats_auth.nkeyjwt import ACCOUNT, Signer, new_seed
 from shared.events import subjects as s
 from sim.kubeapi.hosting.kubeconfig import kubeconfig
 from sim.natsserver import NatsServer, free_port
-from tests.integration.deploy.conftest import Manifest, find, generated, render_with
+from tests.integration.deploy.conftest import (
+    Manifest,
+    find,
+    generated,
+    render_with,
+    service_workloads,
+)
 from tests.integration.nats_auth.conftest import (
     AUTHENTICATOR,
     CALLOUT_PASSWORD,
@@ -148,3 +154,38 @@ async def test_the_rendered_authenticator_scopes_a_node(
                 await client.close()
     finally:
         server.stop()
+
+
+def test_every_service_gets_a_nats_token_and_no_password(rendered: list[Manifest]) -> None:
+    for service, workload in service_workloads(rendered).items():
+        pod = workload["spec"]["template"]["spec"]
+        main = pod["containers"][0]
+        env = {item["name"]: item for item in main["env"]}
+        assert "CDO_NATS_USER" not in env and "CDO_NATS_PASSWORD" not in env, service
+        volume = next(v for v in pod["volumes"] if v["name"] == "nats-token")
+        source = volume["projected"]["sources"][0]["serviceAccountToken"]
+        assert source["audience"] == "nats", service
+        mount = next(m for m in main["volumeMounts"] if m["name"] == "nats-token")
+        assert env["CDO_NATS_TOKEN_FILE"]["value"] == f"{mount['mountPath']}/{source['path']}"
+        assert pod["serviceAccountName"] == f"cdo-{service}"
+
+
+def test_the_authenticator_may_only_review_tokens(rendered: list[Manifest]) -> None:
+    role = find(rendered, "ClusterRole", "cdo-nats-auth")
+    assert role["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]
+    binding = find(rendered, "ClusterRoleBinding", "cdo-nats-auth")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "cdo-nats-auth", "namespace": NAMESPACE}
+    ]
+    deployment = find(rendered, "Deployment", "cdo-nats-auth")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "cdo-nats-auth"
+    # The bootstrap Job makes (and may read) the issuer key.
+    bootstrap_role = find(rendered, "Role", "cdo-bootstrap")
+    assert "cdo-nats-auth-issuer" in bootstrap_role["rules"][1]["resourceNames"]
+    job = find(rendered, "Job", "cdo-bootstrap")
+    env = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"
