@@ -8,6 +8,7 @@ Each client below connects with nothing but a token the emulator issued (TokenRe
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -394,3 +395,34 @@ async def test_malformed_requests_are_counted_and_dropped(
     async with connected(callout, token):
         pass
     assert callout.count("authorized") == 2
+
+
+def refused_in(errors: list[str], subject: str) -> bool:
+    return any(f'subscription to "{subject.lower()}"' in error for error in errors)
+
+
+async def test_only_readers_and_imex_peers_subscribe_to_events(
+    cluster: Cluster, callout: Callout
+) -> None:
+    """The health monitor may not listen to events; the IMEX agent follows its peers' IMEX
+    state only."""
+    cases = (
+        ("cdo-health-monitor", s.NODE_FAULT.wildcard(), False),
+        ("cdo-imex-agent", s.NODE_IMEX.wildcard(), True),
+        ("cdo-imex-agent", s.ALL_EVENTS, False),
+    )
+    # Refused for both: once its refusal is back, the one before it has been answered too.
+    marker = "cdo.v1.domain.>"
+    for sa, subject, allowed in cases:
+        errors: list[str] = []
+
+        async def on_error(exc: Exception, sink: list[str] = errors) -> None:
+            sink.append(str(exc).lower())
+
+        token = await cluster.token(sa, node=NODE_A)
+        async with connected(callout, token, error_cb=on_error) as client:
+            await client.subscribe(subject)
+            await client.subscribe(marker)
+            await client.flush()
+            await wait_for(functools.partial(refused_in, errors, marker), what="marker refused")
+        assert refused_in(errors, subject) is not allowed, (sa, subject, errors)
