@@ -5,38 +5,25 @@ issues and reviews the ServiceAccount tokens, over real HTTP with authentication
   services' ServiceAccounts, a reader ServiceAccount in another namespace and the
   authenticator's own ServiceAccount, allowed only to create TokenReviews;
 - ``callout``: nats-server running the nats-auth-callout component's auth.conf, and the
-  authenticator answering its requests with its own identity's API client;
+  authenticator answering its requests with its own identity's API client (sim/natsauth.py);
 - ``Cluster.token``: a TokenRequest for the ``nats`` audience, bound to a pod on a node.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
-import yaml
-from nats.aio.client import Client
 
-from services.nats_auth.callout import Authenticator, CalloutMetrics
-from services.nats_auth.nkeyjwt import ACCOUNT, Signer
-from services.nats_auth.permissions import Policy
-from services.nats_auth.review import Reviewed, review
 from shared.kube.client import KubeClient
-from shared.metrics import Metrics
 from sim.kubeapi import KubeServer, ServerConfig, serve
-from sim.kubeapi.hosting.kubeconfig import kubeconfig
-from sim.natsserver import NatsServer
+from sim.natsauth import CalloutNats
 from tests.integration.kubeapi.auth_helpers import admin, grant, ok, sa_subject, service_account
 from tests.integration.kubeapi.conftest import Http
 
-ROOT = Path(__file__).resolve().parents[3]
-AUTH_CONF = ROOT / "deploy" / "kustomize" / "components" / "nats-auth-callout" / "auth.conf"
 NAMESPACE = "cdo-system"
 READERS_NAMESPACE = "schedulers"
 NODE_A = "node-a"
@@ -124,73 +111,21 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield Cluster(kube=kube, http=http)
 
 
-@dataclass
-class Callout:
-    server: NatsServer
-    authenticator: Authenticator
-    metrics: Metrics
-    connection: Client
-
-    def count(self, result: str) -> float:
-        value = self.metrics.registry.get_sample_value(
-            "cdo_nats_auth_requests_total", {"result": result}
-        )
-        return value or 0.0
-
-
-async def authenticator_client(cluster: Cluster, directory: Path) -> KubeClient:
-    """An API client with the authenticator's own ServiceAccount token."""
-    token = await cluster.token(
-        AUTHENTICATOR, audience="https://kubernetes.default.svc.cluster.local"
-    )
-    config = kubeconfig(cluster.kube.url, ca_pem=cluster.kube.ca_pem)
-    config["users"][0]["user"] = {"token": token}
-    path = directory / "nats-auth.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return await KubeClient.connect(kubeconfig=path)
-
-
 @pytest.fixture
-async def callout(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Callout]:
-    signer = Signer.generate(ACCOUNT)
-    server = NatsServer(
+async def callout(cluster: Cluster, tmp_path: Path) -> AsyncIterator[CalloutNats]:
+    admin_client = await KubeClient.connect(kubeconfig=cluster.kube.kubeconfig)
+    nats = CalloutNats(
+        admin=admin_client,
+        api_url=cluster.kube.url,
+        ca_pem=cluster.kube.ca_pem,
         store_dir=tmp_path / "nats",
-        config=AUTH_CONF,
-        environ={
-            "NATS_AUTH_ISSUER": signer.public_key,
-            "NATS_PASSWORD_NATS_AUTH": CALLOUT_PASSWORD,
-        },
-    )
-    server.start()
-    kube = await authenticator_client(cluster, tmp_path)
-    connection = await nats.connect(
-        server.url, user="nats-auth", password=CALLOUT_PASSWORD, max_reconnect_attempts=1
-    )
-    metrics = Metrics()
-
-    async def reviewer(token: str) -> Reviewed:
-        return await review(kube, token, audience="nats")
-
-    authenticator = Authenticator(
-        connection=connection,
-        reviewer=reviewer,
-        signer=signer,
-        policy=Policy(namespace=NAMESPACE, readers=(f"{READERS_NAMESPACE}/dashboard",)),
-        account="CDO",
-        metrics=CalloutMetrics(metrics.registry),
+        namespace=NAMESPACE,
+        readers=(f"{READERS_NAMESPACE}/dashboard",),
         workers=4,
     )
-    await connection.subscribe(authenticator.subject, cb=authenticator.receive)
-    await connection.flush()
-    task = asyncio.create_task(authenticator.run())
     try:
-        yield Callout(
-            server=server, authenticator=authenticator, metrics=metrics, connection=connection
-        )
+        await nats.start()
+        yield nats
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await connection.close()
-        await kube.close()
-        server.stop()
+        await nats.stop()
+        await admin_client.close()

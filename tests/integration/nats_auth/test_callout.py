@@ -29,13 +29,13 @@ from shared.events import subjects as s
 from shared.events.catalog import DomainMembershipChanged
 from shared.metrics import Metrics
 from sim.kubeapi.auth.jwt import Signer as KubeSigner
+from sim.natsauth import CalloutNats
 from tests.integration.kubeapi.auth_helpers import claims
 from tests.integration.nats_auth.conftest import (
     NAMESPACE,
     NODE_A,
     NODE_B,
     READERS_NAMESPACE,
-    Callout,
     Cluster,
 )
 from tests.support.wait import wait_for
@@ -95,7 +95,7 @@ class Violations:
 
 
 @contextlib.asynccontextmanager
-async def connected(callout: Callout, token: str, **options: Any) -> AsyncIterator[Client]:
+async def connected(callout: CalloutNats, token: str, **options: Any) -> AsyncIterator[Client]:
     client = Client()
     await client.connect(callout.server.url, token=token, max_reconnect_attempts=1, **options)
     try:
@@ -104,7 +104,7 @@ async def connected(callout: Callout, token: str, **options: Any) -> AsyncIterat
         await client.close()
 
 
-async def refused(callout: Callout, token: str) -> str:
+async def refused(callout: CalloutNats, token: str) -> str:
     """The server's refusal of ``token`` (the test fails if it is accepted)."""
     client = Client()
     try:
@@ -123,7 +123,7 @@ async def refused(callout: Callout, token: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def watching(callout: Callout, cluster: Cluster) -> AsyncIterator[list[str]]:
+async def watching(callout: CalloutNats, cluster: Cluster) -> AsyncIterator[list[str]]:
     """A reader's subscription to every event: the subjects it received, in order."""
     seen: list[str] = []
     token = await cluster.token("dashboard", namespace=READERS_NAMESPACE)
@@ -155,7 +155,7 @@ def own_subjects(sa: str, node: str) -> set[str]:
 
 @pytest.mark.parametrize("who", sorted(IDENTITIES))
 async def test_each_identity_publishes_only_its_own_subjects(
-    cluster: Cluster, callout: Callout, who: str
+    cluster: Cluster, callout: CalloutNats, who: str
 ) -> None:
     sa, node = IDENTITIES[who]
     namespace = READERS_NAMESPACE if sa == "dashboard" else NAMESPACE
@@ -182,7 +182,7 @@ async def test_each_identity_publishes_only_its_own_subjects(
 
 
 async def test_node_a_cannot_publish_node_b_fault(
-    cluster: Cluster, callout: Callout, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    cluster: Cluster, callout: CalloutNats, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The health monitor of node A, through the bus and a token file, as a service runs."""
     token_file = tmp_path / "token"
@@ -216,7 +216,7 @@ async def test_node_a_cannot_publish_node_b_fault(
 
 
 async def test_services_set_up_jetstream_and_a_reader_replays_it(
-    cluster: Cluster, callout: Callout, tmp_path: Path
+    cluster: Cluster, callout: CalloutNats, tmp_path: Path
 ) -> None:
     """Stream and bucket set-up and snapshots within the domain controller's rights; a reader
     replays the history and reads the snapshot, and cannot delete them."""
@@ -254,7 +254,7 @@ async def test_services_set_up_jetstream_and_a_reader_replays_it(
         assert (await js.stream_info("CDO")).state.messages == 1
 
 
-async def test_an_expired_token_is_refused(cluster: Cluster, callout: Callout) -> None:
+async def test_an_expired_token_is_refused(cluster: Cluster, callout: CalloutNats) -> None:
     token = await cluster.token("cdo-domain-controller", seconds=600)
     async with connected(callout, token):
         pass
@@ -266,7 +266,7 @@ async def test_an_expired_token_is_refused(cluster: Cluster, callout: Callout) -
     assert callout.count("authorized") == 1
 
 
-async def test_a_forged_token_is_refused(cluster: Cluster, callout: Callout) -> None:
+async def test_a_forged_token_is_refused(cluster: Cluster, callout: CalloutNats) -> None:
     """The claims of a real token, signed with another key."""
     real = await cluster.token("cdo-domain-controller")
     forged = KubeSigner().sign(claims(real))
@@ -275,7 +275,9 @@ async def test_a_forged_token_is_refused(cluster: Cluster, callout: Callout) -> 
     assert callout.count("authorized") == 0
 
 
-async def test_a_token_for_another_audience_is_refused(cluster: Cluster, callout: Callout) -> None:
+async def test_a_token_for_another_audience_is_refused(
+    cluster: Cluster, callout: CalloutNats
+) -> None:
     token = await cluster.token(
         "cdo-domain-controller", audience="https://kubernetes.default.svc.cluster.local"
     )
@@ -284,7 +286,7 @@ async def test_a_token_for_another_audience_is_refused(cluster: Cluster, callout
 
 
 async def test_a_token_of_a_deleted_service_account_is_refused(
-    cluster: Cluster, callout: Callout
+    cluster: Cluster, callout: CalloutNats
 ) -> None:
     token = await cluster.token("cdo-clique-allocator")
     async with connected(callout, token):
@@ -297,7 +299,7 @@ async def test_a_token_of_a_deleted_service_account_is_refused(
 
 
 async def test_a_token_bound_to_a_deleted_pod_is_refused(
-    cluster: Cluster, callout: Callout
+    cluster: Cluster, callout: CalloutNats
 ) -> None:
     token = await cluster.token("cdo-imex-agent", node=NODE_A)
     pod = next(iter(cluster.pods))
@@ -311,7 +313,7 @@ async def test_a_token_bound_to_a_deleted_pod_is_refused(
     assert callout.count("unauthenticated") == 1
 
 
-async def test_unknown_identities_are_refused(cluster: Cluster, callout: Callout) -> None:
+async def test_unknown_identities_are_refused(cluster: Cluster, callout: CalloutNats) -> None:
     """A ServiceAccount cdo does not know, and a per-node service's token bound to no node."""
     await refused(callout, await cluster.token("intruder", namespace=READERS_NAMESPACE))
     await refused(callout, await cluster.token("cdo-health-monitor"))
@@ -336,7 +338,9 @@ def server_request(server: nkeyjwt.Signer, issuer: str, token: str, **nats_claim
     return nkeyjwt.encode({**claims_, "nats": body}, server, now=time.time()).encode()
 
 
-async def test_the_user_lives_no_longer_than_its_token(cluster: Cluster, callout: Callout) -> None:
+async def test_the_user_lives_no_longer_than_its_token(
+    cluster: Cluster, callout: CalloutNats
+) -> None:
     token = await cluster.token("cdo-imex-agent", node=NODE_A, seconds=900)
     server = nkeyjwt.Signer.generate(nkeyjwt.SERVER)
     issuer = callout.authenticator.issuer
@@ -360,7 +364,7 @@ class Received:
 
 
 async def test_malformed_requests_are_counted_and_dropped(
-    cluster: Cluster, callout: Callout
+    cluster: Cluster, callout: CalloutNats
 ) -> None:
     """Garbage, a request signed by a key other than the server it names, one addressed to
     another issuer, one without a reply subject: each counted, none answered, and the next
@@ -402,7 +406,7 @@ def refused_in(errors: list[str], subject: str) -> bool:
 
 
 async def test_only_readers_and_imex_peers_subscribe_to_events(
-    cluster: Cluster, callout: Callout
+    cluster: Cluster, callout: CalloutNats
 ) -> None:
     """The health monitor may not listen to events; the IMEX agent follows its peers' IMEX
     state only."""
@@ -426,3 +430,22 @@ async def test_only_readers_and_imex_peers_subscribe_to_events(
             await client.flush()
             await wait_for(functools.partial(refused_in, errors, marker), what="marker refused")
         assert refused_in(errors, subject) is not allowed, (sa, subject, errors)
+
+
+async def test_a_token_bound_to_the_node_itself_scopes_the_same(
+    cluster: Cluster, callout: CalloutNats, tmp_path: Path
+) -> None:
+    """The simulated per-node services have no pods: their tokens are bound to the Node."""
+    path = await callout.token_file("cdo-imex-agent", node=NODE_B, directory=tmp_path)
+    violations = Violations()
+    own, other = s.NODE_IMEX.render(node=NODE_B), s.NODE_IMEX.render(node=NODE_A)
+    async with (
+        watching(callout, cluster) as seen,
+        connected(callout, path.read_text(), error_cb=violations.on_error) as client,
+    ):
+        await client.publish(other, b"{}")
+        await client.publish(own, b"{}")
+        await client.flush()
+        await wait_for(lambda: own in seen and violations.subjects, what="own and refused")
+    assert seen == [own]
+    assert violations.subjects == [other.lower()]
