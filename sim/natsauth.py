@@ -7,6 +7,10 @@ component deploys, in one process.
     NatsSettings(url=nats.url, token_file=str(path))     # what that node's monitor connects with
     await nats.stop()
 
+Like the kubelet with projected tokens, it writes every token file again (a fresh token) after
+``refresh_after_s`` (80% of the tokens' hour), so a client reconnecting when its user expires
+finds a valid one.
+
 The authenticator runs with an identity of its own (ServiceAccount ``cdo-nats-auth``, allowed to
 create TokenReviews and nothing else), reviewing tokens through the API server like the
 Deployment does; ``admin`` only makes that identity and requests tokens. Tokens for a node are
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,8 @@ from shared.kube.resources import Resource, core
 from shared.metrics import Metrics
 from sim.kubeapi.hosting.kubeconfig import kubeconfig
 from sim.natsserver import NatsServer
+
+log = logging.getLogger("cdo.sim.natsauth")
 
 AUTH_CONF = (
     Path(__file__).resolve().parents[1]
@@ -102,6 +109,8 @@ class CalloutNats:
         readers: tuple[str, ...] = (),
         password: str = "sim-nats-auth",
         workers: int = 8,
+        token_seconds: int = 3600,
+        refresh_after_s: float | None = None,
     ) -> None:
         self._admin = admin
         self._api_url = api_url
@@ -121,6 +130,12 @@ class CalloutNats:
         )
         self._policy = Policy(namespace=namespace, readers=readers)
         self._workers = workers
+        self._token_seconds = token_seconds
+        self._refresh_after_s = (
+            refresh_after_s if refresh_after_s is not None else 0.8 * token_seconds
+        )
+        self._files: dict[Path, tuple[str, str, str]] = {}
+        self._refresher: asyncio.Task[None] | None = None
         self._kube: KubeClient | None = None
         self._connection: Client | None = None
         self._task: asyncio.Task[None] | None = None
@@ -205,11 +220,31 @@ class CalloutNats:
     async def token_file(
         self, service_account: str, *, directory: Path, namespace: str = "", node: str = ""
     ) -> Path:
-        """A token for ``service_account`` (on ``node``) in a file, for CDO_NATS_TOKEN_FILE."""
-        token = await self.token(service_account, namespace=namespace, node=node)
+        """A token for ``service_account`` (on ``node``) in a file, for CDO_NATS_TOKEN_FILE,
+        written again with a fresh token every ``refresh_after_s``."""
         path = directory / f"{service_account}{'-' + node if node else ''}.token"
-        await asyncio.to_thread(_write, path, token)
+        self._files[path] = (service_account, namespace, node)
+        await self._write_token(path)
         return path
+
+    async def _write_token(self, path: Path) -> None:
+        service_account, namespace, node = self._files[path]
+        token = await self.token(
+            service_account, namespace=namespace, node=node, seconds=self._token_seconds
+        )
+        await asyncio.to_thread(_write, path, token)
+
+    async def _refresh(self) -> None:
+        while True:
+            await asyncio.sleep(self._refresh_after_s)
+            for path in list(self._files):
+                try:
+                    await self._write_token(path)
+                except KubeApiError as exc:
+                    # The old token stays until the next round; its client reconnects later.
+                    log.warning(
+                        "token file not refreshed", extra={"path": str(path), "error": str(exc)}
+                    )
 
     async def start(self) -> None:
         self._kube = await self._identity()
@@ -234,6 +269,7 @@ class CalloutNats:
         await self._connection.subscribe(authenticator.subject, cb=authenticator.receive)
         await self._connection.flush()
         self._task = asyncio.create_task(authenticator.run(), name="nats-authenticator")
+        self._refresher = asyncio.create_task(self._refresh(), name="nats-token-refresh")
 
     def count(self, result: str) -> float:
         """``cdo_nats_auth_requests_total`` of ``result``."""
@@ -242,10 +278,11 @@ class CalloutNats:
         return value or 0.0
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._refresher, self._task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._connection is not None:
             await self._connection.close()
         if self._kube is not None:

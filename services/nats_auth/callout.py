@@ -95,6 +95,9 @@ def user_name(identity: Identity) -> str:
 class Authenticator:
     """Answers authorization requests on ``connection`` for ``policy``'s identities."""
 
+    subject = CALLOUT_SUBJECT
+    """Where the server sends its requests (subscribe :meth:`receive` to it)."""
+
     def __init__(
         self,
         *,
@@ -119,8 +122,6 @@ class Authenticator:
         self._workers = workers
         self._queue: asyncio.Queue[Message] = asyncio.Queue(maxsize=queue_size)
         self._clock = clock
-
-    subject = CALLOUT_SUBJECT
 
     @property
     def issuer(self) -> str:

@@ -27,6 +27,7 @@ from shared.bus import EventBus, NatsSettings
 from shared.events import NodeFault
 from shared.events import subjects as s
 from shared.events.catalog import DomainMembershipChanged
+from shared.kube.client import KubeClient
 from shared.metrics import Metrics
 from sim.kubeapi.auth.jwt import Signer as KubeSigner
 from sim.natsauth import CalloutNats
@@ -449,3 +450,25 @@ async def test_a_token_bound_to_the_node_itself_scopes_the_same(
         await wait_for(lambda: own in seen and violations.subjects, what="own and refused")
     assert seen == [own]
     assert violations.subjects == [other.lower()]
+
+
+async def test_the_simulated_token_files_are_refreshed(cluster: Cluster, tmp_path: Path) -> None:
+    admin_client = await KubeClient.connect(kubeconfig=cluster.kube.kubeconfig)
+    nats_ = CalloutNats(
+        admin=admin_client,
+        api_url=cluster.kube.url,
+        ca_pem=cluster.kube.ca_pem,
+        store_dir=tmp_path / "nats",
+        namespace=NAMESPACE,
+        refresh_after_s=0.1,
+    )
+    try:
+        await nats_.start()
+        path = await nats_.token_file("cdo-health-monitor", node=NODE_A, directory=tmp_path)
+        first = path.read_text()
+        await wait_for(lambda: path.read_text() != first, what="a fresh token")
+        async with connected(nats_, path.read_text()):
+            pass
+    finally:
+        await nats_.stop()
+        await admin_client.close()
