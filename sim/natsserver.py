@@ -5,6 +5,10 @@ server.start()          # waits until JetStream answers /healthz
 ...
 server.kill()           # SIGKILL; server.start() again reuses the same port and store
 server.stop()
+
+With ``config`` the server reads that configuration file first (accounts, authorization, auth
+callout); the command line's listen address, store and log still win. ``environ`` adds
+variables the file refers to (``$NAME``).
 """
 
 from __future__ import annotations
@@ -54,12 +58,16 @@ class NatsServer:
         port: int | None = None,
         host: str = "127.0.0.1",
         log_file: Path | None = None,
+        config: Path | None = None,
+        environ: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.monitor_port = free_port(host)
         self.store_dir = store_dir
         self.log_file = log_file or store_dir / "nats-server.log"
+        self.config = config
+        self.environ = dict(environ or {})
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -75,6 +83,7 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         command = [
             nats_server_binary(),
+            *(["--config", str(self.config)] if self.config is not None else []),
             "--jetstream",
             "--store_dir", str(self.store_dir),
             "--addr", self.host,
@@ -89,6 +98,7 @@ class NatsServer:
             command,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env={**os.environ, **self.environ} if self.environ else None,
             start_new_session=True,
             preexec_fn=die_with_parent,
         )

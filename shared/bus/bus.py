@@ -125,7 +125,10 @@ class EventBus:
         self._nc = nc
 
     async def ensure_jetstream(self) -> None:
-        """Create or update the event stream and the snapshot bucket (idempotent)."""
+        """Create or update the event stream and the snapshot bucket (idempotent), or check
+        the bucket is there; nothing without JetStream."""
+        if not self._settings.jetstream:
+            return
         if self._settings.manage_jetstream:
             await cancellable(jetstream.ensure_stream(self.js, self._settings))
             self._kv = await cancellable(jetstream.ensure_bucket(self.js, self._settings))

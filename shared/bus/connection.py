@@ -15,6 +15,8 @@ from typing import Any
 
 from shared.bus.client import BusClient
 from shared.bus.settings import NatsSettings
+from shared.bus.token import TokenFile
+from shared.errors import ConfigError
 
 log = logging.getLogger("cdo.bus")
 
@@ -56,8 +58,12 @@ def _tls_context(settings: NatsSettings) -> ssl.SSLContext | None:
     return context
 
 
+TOKEN_FILE_VARIABLE = "CDO_NATS_TOKEN_FILE"
+
+
 def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch) -> dict[str, Any]:
-    """Keyword arguments for nats-py's connect, from settings (pure)."""
+    """Keyword arguments for nats-py's connect, from settings (pure, but for checking that a
+    token file can be read). Raises ConfigError naming the variable of a bad setting."""
     options: dict[str, Any] = {
         "servers": [url.strip() for url in settings.url.split(",") if url.strip()],
         "name": name,
@@ -75,6 +81,12 @@ def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch
         options["password"] = settings.password
     if settings.creds_file:
         options["user_credentials"] = settings.creds_file
+    if settings.token_file:
+        if settings.user:
+            raise ConfigError(
+                f"{TOKEN_FILE_VARIABLE}: a token and CDO_NATS_USER cannot both be set"
+            )
+        options["token"] = TokenFile(settings.token_file, variable=TOKEN_FILE_VARIABLE)
     tls = _tls_context(settings)
     if tls is not None:
         options["tls"] = tls

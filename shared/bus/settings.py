@@ -21,6 +21,13 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
     user: Annotated[str, Meta(description="User name, when the server requires one.")] = ""
     password: Annotated[str, Meta(description="Password for the user.")] = ""
     creds_file: Annotated[str, Meta(description="NATS credentials (.creds) file.")] = ""
+    token_file: Annotated[
+        str,
+        Meta(
+            description="File holding a ServiceAccount token to authenticate with (auth "
+            "callout), read again on every reconnect; instead of user and password."
+        ),
+    ] = ""
     tls_ca_file: Annotated[str, Meta(description="CA bundle that signs the server's cert.")] = ""
     tls_cert_file: Annotated[str, Meta(description="Client certificate for mutual TLS.")] = ""
     tls_key_file: Annotated[str, Meta(description="Key of the client certificate.")] = ""
@@ -51,6 +58,13 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
     manage_jetstream: Annotated[
         bool,
         Meta(description="Create or update the stream and bucket at start (needs the rights)."),
+    ] = True
+    jetstream: Annotated[
+        bool,
+        Meta(
+            description="Use the stream and the bucket; false for a connection in an account "
+            "without JetStream (the NATS authenticator's)."
+        ),
     ] = True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 from typing import Any
 
@@ -9,6 +10,7 @@ import msgspec
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from services.nats_auth.nkeyjwt import Signer
 from shared.kube.client import KubeClient
 from shared.kube.resources import NAMESPACES
 from tests.integration.deploy.conftest import NAMESPACE, load_bootstrap
@@ -100,3 +102,33 @@ async def test_renewal_keeps_passwords_and_reissues_expiring_certificates(
     assert renewed["tls.crt"] != webhook["tls.crt"]
     assert renewed["ca.crt"] == webhook["ca.crt"] == ca["tls.crt"]
     assert await secret(kube_client, bootstrap.NATS_USERS_SECRET) == passwords
+
+
+async def test_the_auth_callout_issuer_is_made_once_and_kept(kube_client: KubeClient) -> None:
+    await kube_client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    settings = bootstrap.BootstrapSettings(
+        namespace=NAMESPACE, certificates=False, nats_auth_callout=True
+    )
+    program = bootstrap.Bootstrap(kube_client, settings=settings)
+    await program.run(NOW)
+    issuer = await secret(kube_client, bootstrap.NATS_AUTH_ISSUER_SECRET)
+    seed, public = (base64.b64decode(issuer[key]) for key in ("seed", "public"))
+    assert seed.startswith(b"SA")
+    # The seed is the authenticator's signer; its public key is the servers' issuer.
+    assert Signer.from_seed(seed).public_key == public.decode()
+    assert bootstrap.NATS_AUTH_USER in await secret(kube_client, bootstrap.NATS_USERS_SECRET)
+
+    await program.run(NOW)
+    assert await secret(kube_client, bootstrap.NATS_AUTH_ISSUER_SECRET) == issuer
+
+    # A damaged key is replaced by a whole one.
+    await kube_client.patch(
+        bootstrap.SECRETS,
+        bootstrap.NATS_AUTH_ISSUER_SECRET,
+        {"data": {"seed": base64.b64encode(b"SAbroken").decode()}},
+        namespace=NAMESPACE,
+    )
+    await program.run(NOW)
+    replaced = await secret(kube_client, bootstrap.NATS_AUTH_ISSUER_SECRET)
+    assert replaced != issuer
+    assert bootstrap.issuer_still_good({k: base64.b64decode(v) for k, v in replaced.items()})

@@ -48,8 +48,16 @@ GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 KUBERNETES_VERSION = kubernetes_validate.latest_version()
 
 COMBINATIONS = {
-    "all-components": ("nats-cluster", "tls", "cert-manager", "tracing", "metrics"),
+    "all-components": (
+        "nats-cluster",
+        "tls",
+        "cert-manager",
+        "tracing",
+        "metrics",
+        "nats-auth-callout",
+    ),
     "cert-manager": ("cert-manager",),
+    "nats-auth-callout": ("nats-auth-callout",),
 }
 
 

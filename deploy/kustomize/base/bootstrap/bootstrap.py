@@ -11,14 +11,19 @@ has expired; every step is idempotent and keeps what is still good:
 4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
    servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
    (the one identity every IMEX daemon presents to its peers, checked against the name
-   ``cdo-imex``).
+   ``cdo-imex``);
+5. with ``CDO_BOOTSTRAP_NATS_AUTH_CALLOUT=true`` (the nats-auth-callout component):
+   ``cdo-nats-auth-issuer``, the account nkey that signs the users the NATS authenticator
+   issues (``seed``, secret, for the authenticator; ``public``, for the servers'
+   ``auth_callout.issuer``), made once and kept; and the ``nats-auth`` user's password.
 
 A certificate is issued again when it is missing, was not signed by the current CA, names other
 hosts, or expires within 30 days. With cert-manager (its component sets
 ``CDO_BOOTSTRAP_CERTIFICATES=false``) only the passwords are made here.
 
 Settings (environment): ``CDO_BOOTSTRAP_NAMESPACE`` (required), ``CDO_BOOTSTRAP_KUBECONFIG``,
-``CDO_BOOTSTRAP_CERTIFICATES``, ``CDO_BOOTSTRAP_TLS_CERTS``, ``CDO_BOOTSTRAP_NATS_USERS``.
+``CDO_BOOTSTRAP_CERTIFICATES``, ``CDO_BOOTSTRAP_TLS_CERTS``, ``CDO_BOOTSTRAP_NATS_USERS``,
+``CDO_BOOTSTRAP_NATS_AUTH_CALLOUT``.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import msgspec
+import nkeys
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -67,6 +73,9 @@ NATS_TLS_SECRET = "cdo-nats-tls"
 NATS_SERVICE = "cdo-nats"
 NATS_HEADLESS_SERVICE = "cdo-nats-headless"
 IMEX_TLS_SECRET = "cdo-imex-tls"
+NATS_AUTH_ISSUER_SECRET = "cdo-nats-auth-issuer"
+NATS_AUTH_USER = "nats-auth"
+"""The NATS authenticator's own (static) user, one of the server's auth_users."""
 IMEX_NAME = "cdo-imex"
 """The name every IMEX daemon's certificate carries (IMEX_SECURITY_TARGET_OVERRIDE)."""
 
@@ -89,6 +98,9 @@ class BootstrapSettings(Settings, frozen=True, kw_only=True):
     nats_users: Annotated[str, Meta(description="NATS users, comma separated.")] = (
         "domain-controller,clique-allocator,imex-agent,health-monitor,reader"
     )
+    nats_auth_callout: Annotated[
+        bool, Meta(description="Make the auth callout's issuer key and its user's password.")
+    ] = False
 
 
 class _Secret(msgspec.Struct, kw_only=True):
@@ -239,6 +251,23 @@ def nats_names(namespace: str) -> list[str]:
     ]
 
 
+def new_issuer() -> dict[str, bytes]:
+    """A fresh account nkey: its seed and its public key."""
+    seed = nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_ACCOUNT)
+    public: bytes = nkeys.from_seed(bytearray(seed)).public_key
+    return {"seed": bytes(seed), "public": public}
+
+
+def issuer_still_good(data: Mapping[str, bytes]) -> bool:
+    """True when ``data`` holds an account seed and the public key that belongs to it."""
+    try:
+        keys = nkeys.from_seed(bytearray(data.get("seed", b"")))
+    except (nkeys.NkeysError, ValueError, IndexError):
+        return False
+    public: bytes = keys.public_key
+    return public.startswith(b"A") and data.get("public") == public
+
+
 # -- the API side ----------------------------------------------------------------------------
 
 
@@ -289,6 +318,8 @@ class Bootstrap:
 
     async def nats_users(self) -> None:
         users = [u.strip() for u in self._settings.nats_users.split(",") if u.strip()]
+        if self._settings.nats_auth_callout and NATS_AUTH_USER not in users:
+            users.append(NATS_AUTH_USER)
         current = await self._secret(NATS_USERS_SECRET)
         data = dict(current or {})
         missing = [user for user in users if not data.get(user)]
@@ -297,6 +328,16 @@ class Bootstrap:
         for user in missing:
             data[user] = secrets.token_urlsafe(32).encode()
         await self._write_secret(NATS_USERS_SECRET, data, kind="Opaque", exists=current is not None)
+
+    async def nats_auth_issuer(self) -> None:
+        """The issuer account key; kept while it is whole (a new one would refuse every
+        client until the servers and the authenticator restart with it)."""
+        current = await self._secret(NATS_AUTH_ISSUER_SECRET)
+        if current is not None and issuer_still_good(current):
+            return
+        await self._write_secret(
+            NATS_AUTH_ISSUER_SECRET, new_issuer(), kind="Opaque", exists=current is not None
+        )
 
     async def ca(self, now: dt.datetime) -> KeyPair:
         current = await self._secret(CA_SECRET)
@@ -357,6 +398,8 @@ class Bootstrap:
     async def run(self, now: dt.datetime | None = None) -> None:
         now = now or dt.datetime.now(dt.UTC)
         await self.nats_users()
+        if self._settings.nats_auth_callout:
+            await self.nats_auth_issuer()
         if not self._settings.certificates:
             return
         ca = await self.ca(now)
