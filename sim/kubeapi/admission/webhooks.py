@@ -1,5 +1,8 @@
 """Admission webhooks: mutating then validating, called over HTTPS with AdmissionReview v1.
 
+The dispatcher is the write path's one entry to admission: its ``validate`` also applies
+the ValidatingAdmissionPolicies (``policies``) before the validating webhooks.
+
 For each create, update or delete the dispatcher reads the current webhook configurations
 from the store and calls every matching webhook (rules, scope, namespaceSelector,
 objectSelector, matchConditions), trusting only the configured ``caBundle``. Mutating
@@ -29,6 +32,7 @@ from sim.kubeapi.admission.matching import (
     rule_matches,
     selectors_match,
 )
+from sim.kubeapi.admission.policies import PolicyEnforcer
 from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.patches.failures import PatchError
 from sim.kubeapi.patches.json_patch import json_patch
@@ -63,6 +67,9 @@ class Dispatcher:
         # are decoded once per version, and which resource type a hook's rules pick for a
         # request's (type, operation, subresource) is remembered for that version.
         self._decoded: dict[str, tuple[tuple[int, ...], list[Obj]]] = {}
+        self.policies = PolicyEnforcer(
+            store=store, registry=registry, namespace_labels=namespace_labels
+        )
         self._targets: dict[tuple[int, int, int, str, str], ResourceType | None] = {}
 
     async def close(self) -> None:
@@ -118,7 +125,14 @@ class Dispatcher:
                     req.obj = convert(patched, target, req.rt)
         return req.obj
 
+    def validating(self) -> bool:
+        """Whether ``validate`` has anything to do (a webhook, or a bound policy)."""
+        return self.has_webhooks() or self.policies.active()
+
     async def validate(self, req: AdmissionRequest) -> None:
+        """Validating admission: the bound ValidatingAdmissionPolicies, then the validating
+        webhooks (the real server's plugin order)."""
+        self.policies.validate(req)
         if req.rt.storage in WEBHOOK_STORAGES:
             return
         calls = []

@@ -107,15 +107,20 @@ _FUNCTIONS = _ext_functions()
 
 
 @lru_cache(maxsize=1024)
-def compile_rule(text: str) -> Any:
-    """Compile (and cache) one CEL expression; raises CelCompileError."""
+def parse(text: str) -> Any:
+    """The syntax tree of one CEL expression (cached); raises CelCompileError."""
     try:
-        ast = _ENV.compile(text)
+        return _ENV.compile(text)
     except Exception as exc:  # cel-python raises parser-specific errors
         raise CelCompileError(
             str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         ) from None
-    return _ENV.program(ast, functions=_FUNCTIONS)
+
+
+@lru_cache(maxsize=1024)
+def compile_rule(text: str) -> Any:
+    """Compile (and cache) one CEL expression; raises CelCompileError."""
+    return _ENV.program(parse(text), functions=_FUNCTIONS)
 
 
 def is_transition_rule(text: str) -> bool:
