@@ -127,6 +127,21 @@ def match_target(
     return first(rules) if rules else req.rt
 
 
+def request_variable(req: AdmissionRequest, target: ResourceType) -> Obj:
+    """The ``request`` CEL variable: the AdmissionRequest with ``options``, its string, list
+    and map fields present even when empty, as typed fields read on the real server."""
+    body = request_body(req, target, include_objects=False, include_options=True)
+    for key in ("name", "namespace", "subResource", "requestSubResource"):
+        body.setdefault(key, "")
+    user = dict(body.get("userInfo") or {})
+    user.setdefault("username", "")
+    user.setdefault("uid", "")
+    user.setdefault("groups", [])
+    user.setdefault("extra", {})
+    body["userInfo"] = user
+    return body
+
+
 def _variables(spec: Obj) -> list[policy_cel.Variable]:
     return [
         policy_cel.Variable(name=str(v.get("name", "")), expression=str(v.get("expression", "")))
@@ -299,7 +314,7 @@ class PolicyEnforcer:
             inputs = {
                 "object": convert(req.obj, req.rt, target),
                 "oldObject": convert(req.old, req.rt, target),
-                "request": request_body(req, target, include_objects=False, include_options=True),
+                "request": request_variable(req, target),
                 "params": None,
                 "namespaceObject": self._namespace_object(req),
             }

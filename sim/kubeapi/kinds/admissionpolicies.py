@@ -13,11 +13,11 @@ and Warn). A binding naming a policy that does not exist is accepted and has no 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sim.kubeapi.kinds.common import get, text
-from sim.kubeapi.machinery import errors, selectors
+from sim.kubeapi.machinery import errors, names, selectors
 from sim.kubeapi.machinery.errors import FieldError
 from sim.kubeapi.storage import columns
 from sim.kubeapi.storage.resources import Column, Obj, Strategy
@@ -97,8 +97,14 @@ def _compiles(path: str, expression: Any, declared: Collection[str]) -> list[Fie
     return [errors.invalid(path, expression, f"compilation failed: {why}")] if why else []
 
 
-def _named(items: Any, path: str, what: str) -> tuple[list[FieldError], list[tuple[int, Obj]]]:
-    """Entries of a list of ``{name, expression}`` with names present, CEL-valid and unique."""
+def _cel_identifier(name: str) -> list[str]:
+    return [] if _CEL_IDENTIFIER.match(name) else ["must be a CEL identifier"]
+
+
+def _named(
+    items: Any, path: str, rule: Callable[[str], list[str]]
+) -> tuple[list[FieldError], list[tuple[int, Obj]]]:
+    """Entries of a list of ``{name, expression}``: names present, valid by ``rule``, unique."""
     out: list[FieldError] = []
     good: list[tuple[int, Obj]] = []
     seen: set[str] = set()
@@ -110,10 +116,9 @@ def _named(items: Any, path: str, what: str) -> tuple[list[FieldError], list[tup
         name = item.get("name")
         if not name:
             out.append(errors.required(f"{where}.name"))
-        elif not isinstance(name, str) or not _CEL_IDENTIFIER.match(name):
-            out.append(
-                errors.invalid(f"{where}.name", name, f"{what} name must be a CEL identifier")
-            )
+        elif not isinstance(name, str) or rule(name):
+            why = rule(name) if isinstance(name, str) else ["must be a string"]
+            out.extend(errors.invalid(f"{where}.name", name, p) for p in why)
         elif name in seen:
             out.append(errors.duplicate(f"{where}.name", name))
         else:
@@ -151,7 +156,7 @@ class ValidatingAdmissionPolicyStrategy(Strategy):
             for key in ("apiVersion", "kind"):
                 if not param_kind.get(key):
                     out.append(errors.required(f"spec.paramKind.{key}"))
-        problems, variables = _named(spec.get("variables"), "spec.variables", "variable")
+        problems, variables = _named(spec.get("variables"), "spec.variables", _cel_identifier)
         out.extend(problems)
         declared: list[str] = []
         for i, variable in variables:
@@ -160,7 +165,7 @@ class ValidatingAdmissionPolicyStrategy(Strategy):
             )
             declared.append(str(variable.get("name") or ""))
         problems, conditions = _named(
-            spec.get("matchConditions"), "spec.matchConditions", "match condition"
+            spec.get("matchConditions"), "spec.matchConditions", names.qualified_name
         )
         out.extend(problems)
         for i, condition in conditions:
