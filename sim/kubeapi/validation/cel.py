@@ -126,6 +126,10 @@ def parse(text: str) -> Any:
     try:
         return _ENV.compile(text)
     except Exception as exc:  # cel-python raises parser-specific errors
+        line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+        if isinstance(line, int) and isinstance(column, int):
+            # Where cel-go's message says it; cel-python's own text only repeats the input.
+            raise CelCompileError(f"ERROR: <input>:{line}:{column}: Syntax error") from None
         raise CelCompileError(
             str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         ) from None
