@@ -160,7 +160,7 @@ def denied(resource: str, group: str, name: str, message: str) -> dict[str, Any]
 
 async def test_agent_writes_its_own_node_and_resource_slice(as_agent_a: Http) -> None:
     http = as_agent_a
-    patch = {"metadata": {"annotations": {"cdo.dev/imex-address": "10.0.0.1"}}}
+    patch: dict[str, Any] = {"metadata": {"annotations": {"cdo.dev/imex-address": "10.0.0.1"}}}
     status, body, _ = await http.request("PATCH", f"{NODES}/node-a", json=patch, headers=MERGE)
     assert status == 200, str(body)
     assert body["metadata"]["annotations"]["cdo.dev/imex-address"] == "10.0.0.1"
@@ -183,7 +183,7 @@ async def test_agent_cannot_write_another_nodes_objects(
     emulator: KubeServer, as_agent_a: Http, tokens: Tokens
 ) -> None:
     http = as_agent_a
-    patch = {"metadata": {"annotations": {"cdo.dev/imex-address": "10.0.0.1"}}}
+    patch: dict[str, Any] = {"metadata": {"annotations": {"cdo.dev/imex-address": "10.0.0.1"}}}
     status, body, _ = await http.request("PATCH", f"{NODES}/node-b", json=patch, headers=MERGE)
     assert (status, body) == (
         403,

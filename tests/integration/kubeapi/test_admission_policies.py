@@ -96,7 +96,7 @@ async def test_reason_message_and_message_expression(http: Http) -> None:
         # A messageExpression that fails falls back to the expression.
         ({"c": "3"}, 422, "Invalid", "failed expression: !has(object.data.c)"),
     ]:
-        status, body, _ = await http.post(CONFIGMAPS, configmap("x", **data))
+        status, body, _ = await http.post(CONFIGMAPS, {"metadata": {"name": "x"}, "data": data})
         assert (status, body["reason"], body["code"]) == (code, reason, code), body
         assert body["message"].endswith(f"denied request: {message}"), body
 
