@@ -1,5 +1,8 @@
 """Which admission requests a rule or selector picks: shared by webhooks and admission policies.
 
+Also what both read: the request (``AdmissionRequest`` and its AdmissionReview body) and the
+stored configuration objects (``Configurations``).
+
 A rule (``RuleWithOperations``) names operations, API groups, versions and resources, with
 ``resource/subresource`` forms and ``*`` wildcards, and a ``scope``; ``NamedRuleWithOperations``
 (admission policies) adds ``resourceNames``. The namespace selector is tested against the
@@ -16,6 +19,7 @@ from typing import Any
 
 from sim.kubeapi.machinery import codec, selectors
 from sim.kubeapi.storage.resources import Obj, ResourceType
+from sim.kubeapi.storage.store import Store
 
 ADMIN_USER = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
 
@@ -35,6 +39,33 @@ class AdmissionRequest:
     options: Obj | None = None
     user: dict[str, Any] = field(default_factory=lambda: dict(ADMIN_USER))
     warnings: list[str] = field(default_factory=list)
+
+
+class Configurations:
+    """Admission configuration objects (webhook configurations, policies, bindings) as
+    stored: they change rarely and every write reads them, so each storage's objects are
+    decoded once per set of versions. Treat what it returns as read-only."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._decoded: dict[str, tuple[tuple[int, ...], list[Obj]]] = {}
+
+    def present(self, storage: str) -> bool:
+        bucket = self.store.buckets.get(storage)
+        return bucket is not None and bucket.count > 0
+
+    def read(self, storage: str) -> tuple[list[Obj], bool]:
+        """The objects of ``storage``, and whether they changed since the last read."""
+        bucket = self.store.buckets.get(storage)
+        if bucket is None or bucket.count == 0:
+            return [], self._decoded.pop(storage, None) is not None
+        entries = list(bucket.entries())
+        versions = tuple(entry.rv for entry in entries)
+        cached = self._decoded.get(storage)
+        if cached is not None and cached[0] == versions:
+            return cached[1], False
+        self._decoded[storage] = (versions, [entry.obj() for entry in entries])
+        return self._decoded[storage][1], True
 
 
 def convert(obj: Obj | None, source: ResourceType, target: ResourceType) -> Any:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from sim.kubeapi.admission.matching import (
     AdmissionRequest,
+    Configurations,
     convert,
     request_body,
     rule_matches,
@@ -48,7 +49,6 @@ from sim.kubeapi.admission.matching import (
 )
 from sim.kubeapi.machinery import errors
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
-from sim.kubeapi.storage.store import Store
 from sim.kubeapi.validation import policy_cel
 
 POLICIES = "admissionregistration.k8s.io/validatingadmissionpolicies"
@@ -210,35 +210,23 @@ class PolicyEnforcer:
     def __init__(
         self,
         *,
-        store: Store,
+        configurations: Configurations,
         registry: Registry,
         namespace_labels: Callable[[str], dict[str, str] | None],
         audit_limit: int = 1000,
     ) -> None:
-        self.store = store
+        self.configurations = configurations
+        self.store = configurations.store
         self.registry = registry
         self.namespace_labels = namespace_labels
         self.audit_records: collections.deque[AuditRecord] = collections.deque(maxlen=audit_limit)
-        self._decoded: dict[str, tuple[tuple[int, ...], list[Obj]]] = {}
 
     def _objects(self, storage: str) -> list[Obj]:
-        """The stored objects, decoded once per version; treat them as read-only."""
-        bucket = self.store.buckets.get(storage)
-        if bucket is None or bucket.count == 0:
-            return []
-        entries = list(bucket.entries())
-        versions = tuple(entry.rv for entry in entries)
-        cached = self._decoded.get(storage)
-        if cached is None or cached[0] != versions:
-            cached = self._decoded[storage] = (versions, [entry.obj() for entry in entries])
-        return cached[1]
+        return self.configurations.read(storage)[0]
 
     def active(self) -> bool:
         """Whether any policy has a binding (otherwise nothing can be enforced)."""
-        return all(
-            (b := self.store.buckets.get(s)) is not None and b.count > 0
-            for s in (POLICIES, BINDINGS)
-        )
+        return all(self.configurations.present(s) for s in (POLICIES, BINDINGS))
 
     def _namespace_object(self, req: AdmissionRequest) -> Obj | None:
         if not req.rt.namespaced or not req.namespace:

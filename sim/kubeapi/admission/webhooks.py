@@ -27,6 +27,7 @@ import aiohttp
 from sim.kubeapi.admission.matching import (
     ADMIN_USER,
     AdmissionRequest,
+    Configurations,
     convert,
     request_body,
     rule_matches,
@@ -66,9 +67,9 @@ class Dispatcher:
         # Webhook configurations change rarely and every write is checked against them: they
         # are decoded once per version, and which resource type a hook's rules pick for a
         # request's (type, operation, subresource) is remembered for that version.
-        self._decoded: dict[str, tuple[tuple[int, ...], list[Obj]]] = {}
+        self.configurations = Configurations(store)
         self.policies = PolicyEnforcer(
-            store=store, registry=registry, namespace_labels=namespace_labels
+            configurations=self.configurations, registry=registry, namespace_labels=namespace_labels
         )
         self._targets: dict[tuple[int, int, int, str, str], ResourceType | None] = {}
 
@@ -79,21 +80,13 @@ class Dispatcher:
 
     def _configurations(self, storage: str) -> list[Obj]:
         """The configurations stored in ``storage``; treat them as read-only."""
-        bucket = self.store.buckets.get(storage)
-        if bucket is None or bucket.count == 0:
-            return []
-        entries = list(bucket.entries())
-        versions = tuple(entry.rv for entry in entries)
-        cached = self._decoded.get(storage)
-        if cached is None or cached[0] != versions:
-            cached = self._decoded[storage] = (versions, [entry.obj() for entry in entries])
+        configurations, changed = self.configurations.read(storage)
+        if changed:
             self._targets.clear()
-        return cached[1]
+        return configurations
 
     def has_webhooks(self) -> bool:
-        return any(
-            (b := self.store.buckets.get(s)) is not None and b.count > 0 for s in WEBHOOK_STORAGES
-        )
+        return any(self.configurations.present(s) for s in WEBHOOK_STORAGES)
 
     async def mutate(self, req: AdmissionRequest) -> Obj | None:
         """Run mutating webhooks; returns the (possibly patched) object."""

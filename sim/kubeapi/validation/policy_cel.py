@@ -6,8 +6,9 @@ They see ``object`` (null on DELETE), ``oldObject`` (null on CREATE), ``request`
 AdmissionRequest: kind, resource, subResource, name, namespace, operation, userInfo,
 dryRun, options ...), ``params`` (always null here: parameter resources are not
 supported), ``namespaceObject`` (the request's Namespace, null for cluster-scoped
-objects) and ``variables`` (the policy's ``spec.variables``, each evaluated once per
-request, in order, seeing the ones before it).
+objects) and ``variables`` (the policy's ``spec.variables``, each seeing the ones declared
+before it, evaluated at most once per request when first read; read them as
+``variables.<name>``).
 
 ``check`` is what the real server's type check does at create time, as far as an untyped
 environment can: the expression must parse, every free identifier must be one of those
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from celpy import celtypes
@@ -77,6 +79,7 @@ def _identifier(tree: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1024)
 def references(text: str) -> References:
     """What ``text`` refers to; raises ``cel.CelCompileError`` when it does not parse."""
     cel.compile_rule(text)
@@ -125,32 +128,51 @@ class Variable:
 
 
 class Activation:
-    """The inputs of one evaluation, converted to CEL once, with the policy's variables.
+    """The inputs of one request's evaluations, with the policy's variables.
 
-    Variables are evaluated in declaration order, each seeing those before it; one that
-    fails is an error only for the expressions that read it, as on the real server.
+    Inputs are converted to CEL the first time an expression reads them, and a variable is
+    evaluated the first time one reads it, then kept (so a match condition that reads only
+    ``request`` costs no conversion of the objects). A variable that fails is an error
+    only for the expressions that read it, as on the real server.
     """
 
     def __init__(self, inputs: Mapping[str, Any], variables: Sequence[Variable]) -> None:
-        self._context: dict[str, Any] = {k: json_to_cel(v) for k, v in inputs.items()}
-        values: dict[Any, Any] = {}
+        self._inputs = dict(inputs)
+        self._converted: dict[str, Any] = {}
+        self._expressions = {v.name: v.expression for v in variables}
+        self._values: dict[str, Any] = {}
         self._failed: dict[str, str] = {}
-        for variable in variables:
-            self._context["variables"] = celtypes.MapType(dict(values))
+
+    def _root(self, name: str) -> Any:
+        if name not in self._converted:
+            self._converted[name] = json_to_cel(self._inputs.get(name))
+        return self._converted[name]
+
+    def _variable(self, name: str) -> Any:
+        if name not in self._values and name not in self._failed:
+            self._failed[name] = "a variable may not read itself"  # until it has a value
             try:
-                values[celtypes.StringType(variable.name)] = self._evaluate(variable.expression)
+                self._values[name] = self._evaluate(self._expressions[name])
+                del self._failed[name]
             except _Error as exc:
-                self._failed[variable.name] = str(exc)
-        self._context["variables"] = celtypes.MapType(values)
+                self._failed[name] = str(exc)
+        if name in self._failed:
+            raise _Error(f'composited variable "{name}" fails to evaluate: {self._failed[name]}')
+        return self._values[name]
 
     def _evaluate(self, text: str) -> Any:
-        for name in references(text).variables:
-            if name in self._failed:
-                raise _Error(
-                    f'composited variable "{name}" fails to evaluate: {self._failed[name]}'
-                )
+        refs = references(text)
+        context = {name: self._root(name) for name in refs.roots if name in self._inputs}
+        if "variables" in refs.roots:
+            context["variables"] = celtypes.MapType(
+                {
+                    celtypes.StringType(name): self._variable(name)
+                    for name in refs.variables
+                    if name in self._expressions
+                }
+            )
         try:
-            result = cel.compile_rule(text).evaluate(self._context)
+            result = cel.compile_rule(text).evaluate(context)
         except Exception as exc:  # cel-python raises its own evaluation error types
             raise _Error(error_text(exc)) from None
         if isinstance(result, Exception):
