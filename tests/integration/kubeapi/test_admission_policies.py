@@ -7,7 +7,7 @@ from typing import Any
 
 from sim.kubeapi import KubeServer
 
-from .conftest import Http
+from .conftest import Http, Kubectl
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 POLICIES = f"{ADMISSION}/validatingadmissionpolicies"
@@ -350,3 +350,28 @@ async def test_subresources_and_namespace_selectors(http: Http) -> None:
             content_type="application/merge-patch+json",
         )
         assert status == 200, out
+
+
+async def test_kubectl_prints_an_invalid_denial(http: Http, kubectl: Kubectl) -> None:
+    await install(
+        http,
+        policy("small.example.com", [{"expression": "size(object.data) <= 1"}]),
+        binding("small-binding.example.com", "small.example.com"),
+    )
+    rc, _, err = await kubectl(
+        "create", "configmap", "big", "--from-literal=a=1", "--from-literal=b=2"
+    )
+    assert rc == 1
+    assert err.strip() == (
+        'error: failed to create configmap: configmaps "big" is forbidden: '
+        "ValidatingAdmissionPolicy 'small.example.com' with binding 'small-binding.example.com' "
+        "denied request: failed expression: size(object.data) <= 1"
+    )
+    manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {a: '1', b: '2'}\n"
+    rc, _, err = await kubectl("apply", "-f", "-", stdin=manifest)
+    assert rc == 1
+    assert err.strip() == (
+        "The configmaps \"big\" is invalid: : ValidatingAdmissionPolicy 'small.example.com' "
+        "with binding 'small-binding.example.com' denied request: failed expression: "
+        "size(object.data) <= 1"
+    )
