@@ -17,6 +17,8 @@ above, and every ``variables.<name>`` must name a variable declared before it.
 
 from __future__ import annotations
 
+import collections
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,7 +26,7 @@ from typing import Any
 
 from celpy import celtypes
 from celpy.adapter import json_to_cel
-from lark import Token, Tree
+from lark import Tree
 
 from sim.kubeapi.validation import cel
 
@@ -35,13 +37,33 @@ UNSUPPORTED = {"authorizer": "authorizer checks are not supported by the emulato
 
 @dataclass(frozen=True, slots=True)
 class References:
-    """The free identifiers of an expression and the ``variables.<name>`` it reads."""
+    """What an expression reads: its free identifiers, the ``variables.<name>`` it reads, and
+    every path it reads from a free identifier (``("object", "metadata", "labels")``), the
+    longest run of field selections; the expression sees nothing of its inputs but the
+    values at those paths."""
 
     roots: frozenset[str]
     variables: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
 
 
-def _walk(tree: Any, bound: set[str], roots: set[str], variables: list[str]) -> None:
+def _chain(tree: Any) -> tuple[str, ...] | None:
+    """``root.field.field`` as a tuple, when ``tree`` is nothing but field selections."""
+    fields: list[str] = []
+    while isinstance(tree, Tree):
+        if tree.data == "member_dot" and len(tree.children) == 2:
+            fields.append(str(tree.children[1]))
+            tree = tree.children[0]
+            continue
+        if tree.data == "ident":
+            return (str(tree.children[0]), *reversed(fields))
+        if len(tree.children) != 1:
+            return None
+        tree = tree.children[0]
+    return None
+
+
+def _walk(tree: Any, bound: frozenset[str], paths: list[tuple[str, ...]]) -> None:
     if not isinstance(tree, Tree):
         return
     if tree.data == "member_dot_arg" and len(tree.children) == 3:
@@ -50,43 +72,38 @@ def _walk(tree: Any, bound: set[str], roots: set[str], variables: list[str]) -> 
         if str(method) in MACROS and isinstance(args, Tree) and args.children:
             name = _identifier(args.children[0])
             if name is not None:
-                _walk(tree.children[0], bound, roots, variables)
+                _walk(tree.children[0], bound, paths)
                 for arg in args.children[1:]:
-                    _walk(arg, bound | {name}, roots, variables)
+                    _walk(arg, bound | {name}, paths)
                 return
-    if tree.data == "member_dot" and len(tree.children) == 2:
-        target = _identifier(tree.children[0])
-        if target == "variables" and "variables" not in bound:
-            variables.append(str(tree.children[1]))
-    if tree.data == "ident":
-        name = str(tree.children[0])
-        if name not in bound:
-            roots.add(name)
-        return
+    if tree.data in ("member_dot", "ident"):
+        chain = _chain(tree)
+        if chain is not None:
+            if chain[0] not in bound:
+                paths.append(chain)
+            return
     for child in tree.children:
-        _walk(child, bound, roots, variables)
+        _walk(child, bound, paths)
 
 
 def _identifier(tree: Any) -> str | None:
     """The name when ``tree`` is nothing but one identifier."""
-    while isinstance(tree, Tree):
-        if tree.data == "ident":
-            token = tree.children[0]
-            return str(token) if isinstance(token, Token) else None
-        if len(tree.children) != 1:
-            return None
-        tree = tree.children[0]
-    return None
+    chain = _chain(tree)
+    return chain[0] if chain is not None and len(chain) == 1 else None
 
 
 @lru_cache(maxsize=1024)
 def references(text: str) -> References:
     """What ``text`` refers to; raises ``cel.CelCompileError`` when it does not parse."""
     cel.compile_rule(text)
-    roots: set[str] = set()
-    variables: list[str] = []
-    _walk(cel.parse(text), set(), roots, variables)
-    return References(roots=frozenset(roots), variables=tuple(dict.fromkeys(variables)))
+    paths: list[tuple[str, ...]] = []
+    _walk(cel.parse(text), frozenset(), paths)
+    variables = [p[1] for p in paths if p[0] == "variables" and len(p) > 1]
+    return References(
+        roots=frozenset(p[0] for p in paths),
+        variables=tuple(dict.fromkeys(variables)),
+        paths=tuple(sorted(set(paths))),
+    )
 
 
 def check(text: str, declared: Iterable[str]) -> str:
@@ -119,6 +136,14 @@ class EvaluationError(Exception):
 
 class _Error(Exception):
     pass
+
+
+_ABSENT: Any = object()
+RESULTS_KEPT = 4096
+_RESULTS: collections.OrderedDict[tuple[str, ...], Any] = collections.OrderedDict()
+"""Results (and errors) by expression and the values it read. An expression is a pure
+function of those values, and evaluating one with cel-python costs hundreds of microseconds:
+the node-restriction policy's match condition, read for every Node write, is one lookup."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +185,59 @@ class Activation:
             raise _Error(f'composited variable "{name}" fails to evaluate: {self._failed[name]}')
         return self._values[name]
 
+    def _read(self, path: tuple[str, ...]) -> Any:
+        """The value at ``path`` (a variable's value for ``variables.<name>``)."""
+        if path[0] == "variables":
+            value: Any = self._variable(path[1]) if path[1] in self._expressions else _ABSENT
+            fields = path[2:]
+        else:
+            value, fields = self._inputs.get(path[0]), path[1:]
+        for field in fields:
+            if not isinstance(value, dict) or field not in value:
+                return _ABSENT
+            value = value[field]
+        return value
+
+    def _key(self, text: str, refs: References) -> tuple[str, ...] | None:
+        """What the result of ``text`` depends on: the expression and the values it reads."""
+        parts = [text]
+        for path in refs.paths:
+            value = self._read(path)
+            if value is _ABSENT:
+                parts.append("")
+                continue
+            if path[0] == "variables":
+                # A CEL value: its repr names the types (BoolType(True) is not IntType(1)).
+                parts.append("=" + repr(value))
+                continue
+            try:
+                parts.append("=" + json.dumps(value, sort_keys=True, separators=(",", ":")))
+            except (TypeError, ValueError):
+                return None  # not JSON (an input given as something else): not kept
+        return tuple(parts)
+
     def _evaluate(self, text: str) -> Any:
         refs = references(text)
+        key = self._key(text, refs)
+        if key is not None and key in _RESULTS:
+            _RESULTS.move_to_end(key)
+            known = _RESULTS[key]
+            if isinstance(known, _Error):
+                raise known
+            return known
+        try:
+            result = self._compute(text, refs)
+        except _Error as exc:
+            result = exc
+        if key is not None:
+            _RESULTS[key] = result
+            if len(_RESULTS) > RESULTS_KEPT:
+                _RESULTS.popitem(last=False)
+        if isinstance(result, _Error):
+            raise result
+        return result
+
+    def _compute(self, text: str, refs: References) -> Any:
         context = {name: self._root(name) for name in refs.roots if name in self._inputs}
         if "variables" in refs.roots:
             context["variables"] = celtypes.MapType(

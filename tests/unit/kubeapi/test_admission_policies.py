@@ -325,3 +325,27 @@ def test_binding_validation() -> None:
         "spec.validationActions[1]",
         "spec.validationActions[2]",
     ]
+
+
+def test_results_depend_on_the_values_read_and_nothing_else() -> None:
+    # Results are kept by expression and the values at the paths it reads: a request that
+    # differs only elsewhere gets the kept result, one that differs there is evaluated.
+    text = "request.userInfo.username in ['a', 'b'] && variables.flag == true"
+    assert policy_cel.references(text).paths == (
+        ("request", "userInfo", "username"),
+        ("variables", "flag"),
+    )
+    flag = [Variable("flag", "object.f")]
+    for username, value, expected in [
+        ("a", True, True),
+        ("c", True, False),
+        ("a", False, False),
+        ("a", 1, None),  # 1 is not true: an error (no == between int and bool)
+    ]:
+        request = {"uid": username, "userInfo": {"username": username}}
+        activation = Activation({"object": {"f": value}, "request": request}, flag)
+        if expected is None:
+            with pytest.raises(EvaluationError):
+                activation.condition(text)
+        else:
+            assert activation.condition(text) is expected
