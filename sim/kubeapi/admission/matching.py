@@ -21,6 +21,9 @@ from sim.kubeapi.machinery import codec, selectors
 from sim.kubeapi.storage.resources import Obj, ResourceType
 from sim.kubeapi.storage.store import Store
 
+MUTATING = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
+VALIDATING = "admissionregistration.k8s.io/validatingwebhookconfigurations"
+WEBHOOK_STORAGES = frozenset({MUTATING, VALIDATING})
 ADMIN_USER = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
 
 

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sim.kubeapi.admission.matching import (
+    WEBHOOK_STORAGES,
     AdmissionRequest,
     Configurations,
     convert,
@@ -53,14 +54,7 @@ from sim.kubeapi.validation import policy_cel
 
 POLICIES = "admissionregistration.k8s.io/validatingadmissionpolicies"
 BINDINGS = "admissionregistration.k8s.io/validatingadmissionpolicybindings"
-EXEMPT_STORAGES = frozenset(
-    {
-        POLICIES,
-        BINDINGS,
-        "admissionregistration.k8s.io/mutatingwebhookconfigurations",
-        "admissionregistration.k8s.io/validatingwebhookconfigurations",
-    }
-)
+EXEMPT_STORAGES = WEBHOOK_STORAGES | {POLICIES, BINDINGS}
 AUDIT_KEY = "validation.policy.admission.k8s.io/validation_failure"
 REASON_CODES = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413, "Invalid": 422}
 

@@ -26,6 +26,9 @@ import aiohttp
 
 from sim.kubeapi.admission.matching import (
     ADMIN_USER,
+    MUTATING,
+    VALIDATING,
+    WEBHOOK_STORAGES,
     AdmissionRequest,
     Configurations,
     convert,
@@ -41,9 +44,6 @@ from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
 from sim.kubeapi.storage.store import Store
 from sim.kubeapi.validation import cel
 
-MUTATING = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
-VALIDATING = "admissionregistration.k8s.io/validatingwebhookconfigurations"
-WEBHOOK_STORAGES = frozenset({MUTATING, VALIDATING})
 __all__ = ["ADMIN_USER", "AdmissionRequest", "Dispatcher"]
 
 

@@ -375,3 +375,24 @@ async def test_kubectl_prints_an_invalid_denial(http: Http, kubectl: Kubectl) ->
         "with binding 'small-binding.example.com' denied request: failed expression: "
         "size(object.data) <= 1"
     )
+
+
+async def test_policies_and_bindings_themselves_are_exempt(http: Http) -> None:
+    everything = {
+        "resourceRules": [
+            {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}
+        ]
+    }
+    await install(
+        http,
+        policy("deny-all", [{"expression": "false"}], matchConstraints=everything),
+        binding("deny-all", "deny-all"),
+    )
+    status, _, _ = await http.post(CONFIGMAPS, configmap("caught"))
+    assert status == 422
+    # Otherwise a policy could lock itself in: its own binding can still go.
+    await install(http, policy("another", [{"expression": "true"}]))
+    status, _, _ = await http.delete(f"{BINDINGS}/deny-all")
+    assert status == 200
+    status, _, _ = await http.post(CONFIGMAPS, configmap("free"))
+    assert status == 201
