@@ -198,12 +198,15 @@ async def test_the_request_object_and_old_object_variables(http: Http) -> None:
             "message": "request",
         },
         {"expression": "variables.twice == variables.value + variables.value", "message": "vars"},
+        {"expression": "!request.dryRun || object.data.v != 'dry'", "message": "dry run"},
     ]
     variables = [
         {"name": "value", "expression": "object != null ? object.data.v : oldObject.data.v"},
         {"name": "twice", "expression": "variables.value + variables.value"},
     ]
     await install(http, policy("p", validations, variables=variables), binding("b", "p"))
+    status, out, _ = await http.post(CONFIGMAPS, configmap("cm", v="dry"), params={"dryRun": "All"})
+    assert status == 422 and out["message"].endswith("denied request: dry run"), out
     status, body, _ = await http.post(CONFIGMAPS, configmap("cm", v="one"))
     assert status == 201, body
     body["data"]["v"] = "two"
@@ -367,6 +370,15 @@ async def test_kubectl_prints_an_invalid_denial(http: Http, kubectl: Kubectl) ->
         "ValidatingAdmissionPolicy 'small.example.com' with binding 'small-binding.example.com' "
         "denied request: failed expression: size(object.data) <= 1"
     )
+    listed = await kubectl.ok("get", "validatingadmissionpolicies")
+    assert listed.split("\n")[0].split() == ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"]
+    assert listed.split("\n")[1].split()[:3] == ["small.example.com", "1", "<unset>"]
+    listed = await kubectl.ok("get", "validatingadmissionpolicybindings")
+    assert listed.split("\n")[1].split()[:3] == [
+        "small-binding.example.com",
+        "small.example.com",
+        "<unset>",
+    ]
     manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {a: '1', b: '2'}\n"
     rc, _, err = await kubectl("apply", "-f", "-", stdin=manifest)
     assert rc == 1
