@@ -480,13 +480,14 @@ class Engine:
                 subresource=subresource if subresource == "status" else "",
                 shape=rt.shape,
             )
-        if _same(new, old):
-            warnings.extend(req.warnings)
-            return Result(old_version_form, 200, warnings)
+        # Validating admission sees no-op updates too: the real server runs it before it
+        # finds that nothing changed.
         if self.admission.validating():
             req.obj = rt.from_storage(codec.copy(new))
             await self.admission.validate(req)
         warnings.extend(req.warnings)
+        if _same(new, old):
+            return Result(old_version_form, 200, warnings)
         if self.store.bucket(rt.storage).get(cur.namespace, cur.name) is not cur:
             raise ConcurrentChangeError()
         if opts.dry_run:

@@ -189,6 +189,10 @@ async def test_agent_cannot_write_another_nodes_objects(
         403,
         denied("nodes", "", "node-b", "node node-a may write only its own Node, not node-b"),
     )
+    # A patch that would change nothing is refused all the same, as on the real server.
+    same = {"metadata": {"labels": {"kubernetes.io/hostname": "node-b"}}}
+    status, body, _ = await http.request("PATCH", f"{NODES}/node-b", json=same, headers=MERGE)
+    assert status == 403, body
     patch = {"status": {"conditions": [{"type": "cdo.dev/ImexReady", "status": "False"}]}}
     status, body, _ = await http.request(
         "PATCH", f"{NODES}/node-b/status", json=patch, headers=STRATEGIC
