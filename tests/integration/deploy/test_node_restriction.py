@@ -2,17 +2,30 @@
 
 The policy, the ServiceAccounts and their RBAC are what ``deploy/kustomize/base`` renders;
 the tokens come from the TokenRequest API, bound to a Node (or to a pod on one), so they
-carry the node-name claim the policy keys on.
+carry the node-name claim the policy keys on. Besides raw requests, the health monitor's
+Node writer and the IMEX agent's ResourceSlice publisher run as their node's identity: what
+the services really write passes, another node's objects do not.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from services.health_monitor.faults import Reaction
+from services.health_monitor.metrics import HealthMetrics
+from services.health_monitor.state import ConditionState, NodeHealth
+from services.health_monitor.writer import NodeWriter
+from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
+from shared.kube.nodeslice import NodeSlicePublisher
+from shared.metrics import Metrics
 from sim.kubeapi import KubeServer, ServerConfig
 from tests.integration.deploy.conftest import KUSTOMIZE, NAMESPACE, Manifest, find, render
 from tests.integration.kubeapi.auth_helpers import ENFORCED, admin, bearer, ok, token
@@ -360,3 +373,89 @@ async def test_kubectl_shows_the_denial(
     await kubectl.ok(
         "--token", tokens.agent_a, "annotate", "node", "node-a", "cdo.dev/imex-address=10.0.0.9"
     )
+
+
+def token_kubeconfig(kube: KubeServer, jwt: str, path: Path) -> Path:
+    """The emulator's kubeconfig with ``jwt`` as its user's credentials, written to ``path``."""
+    config = yaml.safe_load(kube.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": jwt}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextlib.asynccontextmanager
+async def kube_client(kube: KubeServer, jwt: str, path: Path) -> AsyncIterator[KubeClient]:
+    """cdo's own client, configured as a pod with ``jwt`` is."""
+    client = await KubeClient.connect(kubeconfig=token_kubeconfig(kube, jwt, path))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_the_health_monitors_own_writes_pass(
+    emulator: KubeServer, tokens: Tokens, tmp_path: Path
+) -> None:
+    """The monitor's real Node writer, as its node's identity: the taint (others' kept), the
+    condition, the clique labels and its annotation go through; another node's do not."""
+    health = NodeHealth(
+        reaction=Reaction.NO_EXECUTE,
+        condition=ConditionState(status="False", reason="GpuFault", message="XID 79"),
+        labels={"nvidia.com/gpu.clique": "c.1", "cdo.dev/nvlink-domain": "c"},
+    )
+    async with kube_client(emulator, tokens.monitor_a, tmp_path / "kubeconfig") as client:
+        writer = NodeWriter(
+            client,
+            node_name="node-a",
+            field_manager=MONITOR,
+            metrics=HealthMetrics(Metrics()),
+        )
+        after = await writer.apply(
+            health, await writer.read(), annotations={"cdo.dev/gpu-fault-breaker": "{}"}
+        )
+        assert [t.key for t in after.spec.taints] == ["example.com/dedicated", "cdo.dev/gpu-fault"]
+        assert after.metadata.labels["nvidia.com/gpu.clique"] == "c.1"
+        assert after.metadata.annotations["cdo.dev/gpu-fault-breaker"] == "{}"
+        assert "cdo.dev/GpuHealthy" in {c.type for c in after.status.conditions}
+        other = NodeWriter(
+            client, node_name="node-b", field_manager=MONITOR, metrics=HealthMetrics(Metrics())
+        )
+        with pytest.raises(KubeApiError) as refused:
+            await other.apply(health, await other.read())
+        assert (refused.value.code, refused.value.reason) == (403, "Forbidden")
+
+
+async def test_the_agents_own_resource_slice_publisher_passes(
+    emulator: KubeServer, tokens: Tokens, tmp_path: Path
+) -> None:
+    """The agent's real ResourceSlice publisher, as its node's identity: it creates and
+    replaces node A's slice; node B's it may not."""
+    async with admin(emulator) as http:
+        uids = {
+            n: (await ok(http, "GET", f"{NODES}/{n}"))["metadata"]["uid"]
+            for n in ("node-a", "node-b")
+        }
+    devices = [{"name": "attachment-0"}]
+    async with kube_client(emulator, tokens.agent_a, tmp_path / "kubeconfig") as client:
+
+        def publisher(node_name: str) -> NodeSlicePublisher:
+            return NodeSlicePublisher(
+                client,
+                driver="compute-domain.cdo.dev",
+                node=node_name,
+                node_uid=uids[node_name],
+                devices=lambda: list(devices),
+                resync_s=60.0,
+                managed_by=AGENT,
+            )
+
+        await publisher("node-a").sync()
+        devices.append({"name": "attachment-1"})
+        await publisher("node-a").sync()
+        async with admin(emulator) as http:
+            published = await ok(http, "GET", f"{SLICES}/node-a-compute-domain.cdo.dev")
+        assert [d["name"] for d in published["spec"]["devices"]] == ["attachment-0", "attachment-1"]
+        with pytest.raises(KubeApiError) as refused:
+            await publisher("node-b").sync()
+        assert (refused.value.code, refused.value.reason) == (403, "Forbidden")
