@@ -260,47 +260,46 @@ class PolicyEnforcer:
             )
             if target is None:
                 continue
-            activation: policy_cel.Activation | None = None
+            activation = self._activation(req, spec, target)
             for binding in bindings[name]:
-                error = self._apply(req, policy, binding, target, activation)
-                activation = error[1]
-                if denied is None and error[0] is not None:
-                    denied = error[0]
+                error = self._apply(req, policy, binding, activation)
+                if denied is None:
+                    denied = error
         if denied is not None:
             raise denied
 
+    def _activation(
+        self, req: AdmissionRequest, spec: Obj, target: ResourceType
+    ) -> policy_cel.Activation:
+        """One request's CEL inputs for one policy (converted only when read)."""
+        inputs = {
+            "object": convert(req.obj, req.rt, target),
+            "oldObject": convert(req.old, req.rt, target),
+            "request": request_variable(req, target),
+            "params": None,
+            "namespaceObject": self._namespace_object(req),
+        }
+        return policy_cel.Activation(inputs, _variables(spec))
+
     def _apply(
-        self,
-        req: AdmissionRequest,
-        policy: Obj,
-        binding: Obj,
-        target: ResourceType,
-        activation: policy_cel.Activation | None,
-    ) -> tuple[errors.ApiError | None, policy_cel.Activation | None]:
+        self, req: AdmissionRequest, policy: Obj, binding: Obj, activation: policy_cel.Activation
+    ) -> errors.ApiError | None:
+        """One binding of a matched policy: its warnings and audit records, and its denial."""
         policy_name = policy["metadata"]["name"]
         binding_name = (binding.get("metadata") or {}).get("name", "")
         spec = policy.get("spec") or {}
         binding_spec = binding.get("spec") or {}
         matches = binding_spec.get("matchResources")
         if matches and match_target(matches, req, self.registry, self.namespace_labels) is None:
-            return None, activation
+            return None
         if spec.get("paramKind") and binding_spec.get("paramRef"):
             if spec.get("failurePolicy", "Fail") == "Ignore":
-                return None, activation
+                return None
             unsupported = Decision(
                 message="failed to configure binding: parameter resources are not supported "
                 "by the emulator"
             )
-            return denial(req, policy_name, binding_name, unsupported), activation
-        if activation is None:
-            inputs = {
-                "object": convert(req.obj, req.rt, target),
-                "oldObject": convert(req.old, req.rt, target),
-                "request": request_variable(req, target),
-                "params": None,
-                "namespaceObject": self._namespace_object(req),
-            }
-            activation = policy_cel.Activation(inputs, _variables(spec))
+            return denial(req, policy_name, binding_name, unsupported)
         actions = tuple(str(a) for a in binding_spec.get("validationActions") or ())
         first: errors.ApiError | None = None
         for decision in evaluate(spec, activation):
@@ -321,4 +320,4 @@ class PolicyEnforcer:
                         validation_actions=actions,
                     )
                 )
-        return first, activation
+        return first

@@ -408,3 +408,23 @@ async def test_policies_and_bindings_themselves_are_exempt(http: Http) -> None:
     assert status == 200
     status, _, _ = await http.post(CONFIGMAPS, configmap("free"))
     assert status == 201
+
+
+async def test_parameter_resources_are_not_supported(http: Http) -> None:
+    kind = {"apiVersion": "v1", "kind": "ConfigMap"}
+    await install(
+        http,
+        policy("with-params", [{"expression": "params == null"}], paramKind=kind),
+        # A binding without a paramRef: the policy runs with params null, as upstream.
+        binding("plain", "with-params"),
+    )
+    status, _, _ = await http.post(CONFIGMAPS, configmap("one"))
+    assert status == 201
+    ref = {"name": "limits", "parameterNotFoundAction": "Deny"}
+    await install(http, binding("with-ref", "with-params", paramRef=ref))
+    status, out, _ = await http.post(CONFIGMAPS, configmap("two"))
+    assert status == 422, out
+    assert out["message"].endswith(
+        "ValidatingAdmissionPolicy 'with-params' with binding 'with-ref' denied request: "
+        "failed to configure binding: parameter resources are not supported by the emulator"
+    )
