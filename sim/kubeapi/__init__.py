@@ -4,8 +4,8 @@ Clients (kubernetes-asyncio, the official ``kubernetes`` client, ``kubectl``) ta
 to a real cluster; it keeps the behaviour controllers rely on: one global resourceVersion,
 list/watch with resume and ``410 Expired``, selectors, optimistic concurrency, the status
 subresource, finalizers and garbage collection, CRDs with schema and CEL validation,
-patches and server-side apply, admission webhooks, discovery and OpenAPI. See
-docs/kubeapi.md for what is faithful and what is simplified.
+patches and server-side apply, admission webhooks and ValidatingAdmissionPolicy, discovery
+and OpenAPI. See docs/kubeapi.md for what is faithful and what is simplified.
 
 In-process use (same event loop as the caller)::
 

@@ -1,2 +1,3 @@
-"""Admission control on the write path: the built-in plugins clients rely on, webhooks over
-HTTPS with AdmissionReview, and a throwaway PKI to serve webhooks with."""
+"""Admission control on the write path: the built-in plugins clients rely on,
+ValidatingAdmissionPolicy (CEL), webhooks over HTTPS with AdmissionReview, and a throwaway PKI
+to serve webhooks with."""

@@ -1,5 +1,8 @@
 """Admission webhooks: mutating then validating, called over HTTPS with AdmissionReview v1.
 
+The dispatcher is the write path's one entry to admission: its ``validate`` also applies
+the ValidatingAdmissionPolicies (``policies``) before the validating webhooks.
+
 For each create, update or delete the dispatcher reads the current webhook configurations
 from the store and calls every matching webhook (rules, scope, namespaceSelector,
 objectSelector, matchConditions), trusting only the configured ``caBundle``. Mutating
@@ -16,72 +19,32 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from sim.kubeapi.machinery import codec, errors, selectors
+from sim.kubeapi.admission.matching import (
+    ADMIN_USER,
+    MUTATING,
+    VALIDATING,
+    WEBHOOK_STORAGES,
+    AdmissionRequest,
+    Configurations,
+    convert,
+    request_body,
+    rule_matches,
+    selectors_match,
+)
+from sim.kubeapi.admission.policies import PolicyEnforcer
+from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.patches.failures import PatchError
 from sim.kubeapi.patches.json_patch import json_patch
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
 from sim.kubeapi.storage.store import Store
 from sim.kubeapi.validation import cel
 
-MUTATING = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
-VALIDATING = "admissionregistration.k8s.io/validatingwebhookconfigurations"
-WEBHOOK_STORAGES = frozenset({MUTATING, VALIDATING})
-
-ADMIN_USER = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
-
-
-@dataclass
-class AdmissionRequest:
-    """One request as webhooks see it; ``obj``/``old`` are in the request's version."""
-
-    rt: ResourceType
-    operation: str
-    namespace: str
-    name: str
-    obj: Obj | None
-    old: Obj | None
-    subresource: str = ""
-    dry_run: bool = False
-    options: Obj | None = None
-    user: dict[str, Any] = field(default_factory=lambda: dict(ADMIN_USER))
-    warnings: list[str] = field(default_factory=list)
-
-
-def _rule_matches(rule: Obj, req: AdmissionRequest, rt: ResourceType) -> bool:
-    ops = rule.get("operations") or []
-    if "*" not in ops and req.operation not in ops:
-        return False
-    groups = rule.get("apiGroups") or []
-    if "*" not in groups and rt.group not in groups:
-        return False
-    versions = rule.get("apiVersions") or []
-    if "*" not in versions and rt.version not in versions:
-        return False
-    scope = rule.get("scope", "*")
-    if scope == "Cluster" and rt.namespaced:
-        return False
-    if scope == "Namespaced" and not rt.namespaced:
-        return False
-    wanted = f"{rt.plural}/{req.subresource}" if req.subresource else rt.plural
-    for resource in rule.get("resources") or []:
-        if resource == "*/*":
-            return True
-        res, _, sub = resource.partition("/")
-        if not sub:
-            if not req.subresource and res in ("*", rt.plural):
-                return True
-        elif res in ("*", rt.plural) and sub in ("*", req.subresource):
-            return True
-        if resource == wanted:
-            return True
-    return False
+__all__ = ["ADMIN_USER", "AdmissionRequest", "Dispatcher"]
 
 
 class Dispatcher:
@@ -104,7 +67,10 @@ class Dispatcher:
         # Webhook configurations change rarely and every write is checked against them: they
         # are decoded once per version, and which resource type a hook's rules pick for a
         # request's (type, operation, subresource) is remembered for that version.
-        self._decoded: dict[str, tuple[tuple[int, ...], list[Obj]]] = {}
+        self.configurations = Configurations(store)
+        self.policies = PolicyEnforcer(
+            configurations=self.configurations, registry=registry, namespace_labels=namespace_labels
+        )
         self._targets: dict[tuple[int, int, int, str, str], ResourceType | None] = {}
 
     async def close(self) -> None:
@@ -114,21 +80,13 @@ class Dispatcher:
 
     def _configurations(self, storage: str) -> list[Obj]:
         """The configurations stored in ``storage``; treat them as read-only."""
-        bucket = self.store.buckets.get(storage)
-        if bucket is None or bucket.count == 0:
-            return []
-        entries = list(bucket.entries())
-        versions = tuple(entry.rv for entry in entries)
-        cached = self._decoded.get(storage)
-        if cached is None or cached[0] != versions:
-            cached = self._decoded[storage] = (versions, [entry.obj() for entry in entries])
+        configurations, changed = self.configurations.read(storage)
+        if changed:
             self._targets.clear()
-        return cached[1]
+        return configurations
 
     def has_webhooks(self) -> bool:
-        return any(
-            (b := self.store.buckets.get(s)) is not None and b.count > 0 for s in WEBHOOK_STORAGES
-        )
+        return any(self.configurations.present(s) for s in WEBHOOK_STORAGES)
 
     async def mutate(self, req: AdmissionRequest) -> Obj | None:
         """Run mutating webhooks; returns the (possibly patched) object."""
@@ -151,16 +109,23 @@ class Dispatcher:
                         )
                     try:
                         ops = codec.decode(base64.b64decode(patch))
-                        patched = json_patch(self._as(req.obj, req.rt, target), ops)
+                        patched = json_patch(convert(req.obj, req.rt, target), ops)
                     except (PatchError, ValueError) as exc:
                         raise errors.internal_error(
                             f'failed calling webhook "{hook.get("name")}": JSON patch could '
                             f"not be applied: {exc}"
                         ) from None
-                    req.obj = self._as(patched, target, req.rt)
+                    req.obj = convert(patched, target, req.rt)
         return req.obj
 
+    def validating(self) -> bool:
+        """Whether ``validate`` has anything to do (a webhook, or a bound policy)."""
+        return self.has_webhooks() or self.policies.active()
+
     async def validate(self, req: AdmissionRequest) -> None:
+        """Validating admission: the bound ValidatingAdmissionPolicies, then the validating
+        webhooks (the real server's plugin order)."""
+        self.policies.validate(req)
         if req.rt.storage in WEBHOOK_STORAGES:
             return
         calls = []
@@ -205,40 +170,24 @@ class Dispatcher:
             (
                 rt
                 for rt in candidates
-                if any(_rule_matches(r, req, rt) for r in hook.get("rules") or ())
+                if any(rule_matches(r, req, rt) for r in hook.get("rules") or ())
             ),
             None,
         )
 
     def _selectors_match(self, hook: Obj, req: AdmissionRequest) -> bool:
-        ns_selector = selectors.from_label_selector_object(hook.get("namespaceSelector") or {})
-        if not ns_selector.empty:
-            if req.rt.storage == "namespaces":
-                labels = ((req.obj or req.old or {}).get("metadata") or {}).get("labels") or {}
-                if not ns_selector.matches(labels):
-                    return False
-            elif req.rt.namespaced:
-                labels = self.namespace_labels(req.namespace) or {}
-                if not ns_selector.matches(labels):
-                    return False
-        obj_selector = selectors.from_label_selector_object(hook.get("objectSelector") or {})
-        if not obj_selector.empty:
-            candidates = [o for o in (req.obj, req.old) if o is not None]
-            if not any(
-                obj_selector.matches((o.get("metadata") or {}).get("labels") or {})
-                for o in candidates
-            ):
-                return False
-        return True
+        return selectors_match(
+            hook.get("namespaceSelector"), hook.get("objectSelector"), req, self.namespace_labels
+        )
 
     def _conditions_match(self, hook: Obj, req: AdmissionRequest, target: ResourceType) -> bool:
         conditions = hook.get("matchConditions") or []
         if not conditions:
             return True
         activation = {
-            "object": self._as(req.obj, req.rt, target) if req.obj is not None else None,
-            "oldObject": self._as(req.old, req.rt, target) if req.old is not None else None,
-            "request": self._request_body(req, target, include_objects=False),
+            "object": convert(req.obj, req.rt, target) if req.obj is not None else None,
+            "oldObject": convert(req.old, req.rt, target) if req.old is not None else None,
+            "request": request_body(req, target, include_objects=False),
         }
         for condition in conditions:
             try:
@@ -256,44 +205,6 @@ class Dispatcher:
         return True
 
     # -- calling --------------------------------------------------------------------------------
-
-    def _as(self, obj: Obj | None, source: ResourceType, target: ResourceType) -> Any:
-        if obj is None or source is target:
-            return obj
-        return target.from_storage(source.to_storage(codec.copy(obj)))
-
-    def _request_body(
-        self, req: AdmissionRequest, target: ResourceType, *, include_objects: bool = True
-    ) -> Obj:
-        body: Obj = {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": target.group, "version": target.version, "kind": target.kind},
-            "resource": {
-                "group": target.group,
-                "version": target.version,
-                "resource": target.plural,
-            },
-            "requestKind": {"group": req.rt.group, "version": req.rt.version, "kind": req.rt.kind},
-            "requestResource": {
-                "group": req.rt.group,
-                "version": req.rt.version,
-                "resource": req.rt.plural,
-            },
-            "name": req.name,
-            "operation": req.operation,
-            "userInfo": req.user,
-            "dryRun": req.dry_run,
-        }
-        if req.namespace:
-            body["namespace"] = req.namespace
-        if req.subresource:
-            body["subResource"] = req.subresource
-            body["requestSubResource"] = req.subresource
-        if include_objects:
-            body["object"] = self._as(req.obj, req.rt, target)
-            body["oldObject"] = self._as(req.old, req.rt, target)
-            body["options"] = req.options
-        return body
 
     def _ssl(self, bundle: str | None) -> ssl.SSLContext:
         raw = base64.b64decode(bundle) if bundle else b""
@@ -324,13 +235,13 @@ class Dispatcher:
         ignore = hook.get("failurePolicy", "Fail") == "Ignore"
         client = hook.get("clientConfig") or {}
         url, server_name = self._endpoint(client)
-        request_body = self._request_body(req, target)
+        review_request = request_body(req, target)
         review = {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
-            "request": request_body,
+            "request": review_request,
         }
-        uid = request_body["uid"]
+        uid = review_request["uid"]
         if self._session is None:
             self._session = aiohttp.ClientSession()
         timeout = aiohttp.ClientTimeout(total=float(hook.get("timeoutSeconds", 10)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sim.kubeapi.kinds import (
+    admissionpolicies,
     apiextensions,
     apps,
     core,
@@ -227,6 +228,24 @@ def register_builtins(registry: Registry) -> None:
             "ValidatingWebhookConfiguration",
             webhooks.WebhookConfigurationStrategy(mutating=False),
             namespaced=False,
+        ),
+        _rt(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicy",
+            admissionpolicies.ValidatingAdmissionPolicyStrategy(),
+            namespaced=False,
+            categories=("api-extensions",),
+        ),
+        _rt(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+            admissionpolicies.ValidatingAdmissionPolicyBindingStrategy(),
+            namespaced=False,
+            categories=("api-extensions",),
         ),
         _rt(
             "resource.k8s.io", "v1", "deviceclasses", "DeviceClass", device_class, namespaced=False

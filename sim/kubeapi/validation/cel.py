@@ -5,7 +5,7 @@ can be correlated (same property, same map key, same list-map key), ``oldSelf``.
 mention ``oldSelf`` are transition rules and are skipped when there is no old value, as
 on the real server. The standard macros (``has``, ``all``, ``exists``, ``exists_one``,
 ``map``, ``filter``, ``size``, ``matches`` ...) come with cel-python; a few Kubernetes list
-and string extensions are added here.
+and string extensions are added here, and comparisons with ``null`` of every type.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
-from celpy import celtypes
+from celpy import celtypes, evaluation
 from celpy.adapter import json_to_cel
 
 from sim.kubeapi.machinery import errors
@@ -86,7 +86,21 @@ def _ext_functions() -> dict[str, Callable[..., Any]]:
     def list_max(items: Any) -> Any:
         return max(items)
 
+    # Comparing any value with null is defined in CEL (heterogeneous equality, what the
+    # real server's cel-go does); cel-python has no overload for most types against None.
+    def equal(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return celtypes.BoolType(a is b)
+        return evaluation.bool_eq(a, b)
+
+    def not_equal(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return celtypes.BoolType(a is not b)
+        return evaluation.bool_ne(a, b)
+
     return {
+        "_==_": equal,
+        "_!=_": not_equal,
         "lowerAscii": lower_ascii,
         "upperAscii": upper_ascii,
         "trim": trim,
@@ -107,15 +121,24 @@ _FUNCTIONS = _ext_functions()
 
 
 @lru_cache(maxsize=1024)
-def compile_rule(text: str) -> Any:
-    """Compile (and cache) one CEL expression; raises CelCompileError."""
+def parse(text: str) -> Any:
+    """The syntax tree of one CEL expression (cached); raises CelCompileError."""
     try:
-        ast = _ENV.compile(text)
+        return _ENV.compile(text)
     except Exception as exc:  # cel-python raises parser-specific errors
+        line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+        if isinstance(line, int) and isinstance(column, int):
+            # Where cel-go's message says it; cel-python's own text only repeats the input.
+            raise CelCompileError(f"ERROR: <input>:{line}:{column}: Syntax error") from None
         raise CelCompileError(
             str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         ) from None
-    return _ENV.program(ast, functions=_FUNCTIONS)
+
+
+@lru_cache(maxsize=1024)
+def compile_rule(text: str) -> Any:
+    """Compile (and cache) one CEL expression; raises CelCompileError."""
+    return _ENV.program(parse(text), functions=_FUNCTIONS)
 
 
 def is_transition_rule(text: str) -> bool:

@@ -114,7 +114,7 @@ class Deleter:
             )
         old = cur.obj()
         old_version_form = rt.from_storage(codec.copy(old))
-        if self.commits.admission.has_webhooks():
+        if self.commits.admission.validating():
             req = self.commits.admission_request(
                 rt,
                 "DELETE",

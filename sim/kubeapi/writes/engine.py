@@ -4,10 +4,10 @@ rules.
 Order of one write, as on the real server: decode and prune the body (unknown fields are
 reported per ``fieldValidation``), convert to the stored version, default, run mutating
 webhooks, apply the kind's create/update preparation (system metadata, status/spec
-separation, generation), validate, run validating webhooks, then commit under the next
-resourceVersion unless nothing changed. Between webhook calls other writes may land; the
-commit re-checks the object and retries (or answers 409 when the client sent a
-resourceVersion).
+separation, generation), validate, run validating admission (ValidatingAdmissionPolicies,
+then validating webhooks), then commit under the next resourceVersion unless nothing
+changed. Between webhook calls other writes may land; the commit re-checks the object and
+retries (or answers 409 when the client sent a resourceVersion).
 """
 
 from __future__ import annotations
@@ -317,7 +317,7 @@ class Engine:
                 shape=rt.shape,
             )
         name = m["name"]
-        if self.admission.has_webhooks():
+        if self.admission.validating():
             req.obj = rt.from_storage(codec.copy(stored))
             req.name = name
             await self.admission.validate(req)
@@ -480,13 +480,14 @@ class Engine:
                 subresource=subresource if subresource == "status" else "",
                 shape=rt.shape,
             )
-        if _same(new, old):
-            warnings.extend(req.warnings)
-            return Result(old_version_form, 200, warnings)
-        if self.admission.has_webhooks():
+        # Validating admission sees no-op updates too: the real server runs it before it
+        # finds that nothing changed.
+        if self.admission.validating():
             req.obj = rt.from_storage(codec.copy(new))
             await self.admission.validate(req)
         warnings.extend(req.warnings)
+        if _same(new, old):
+            return Result(old_version_form, 200, warnings)
         if self.store.bucket(rt.storage).get(cur.namespace, cur.name) is not cur:
             raise ConcurrentChangeError()
         if opts.dry_run:
