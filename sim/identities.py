@@ -1,5 +1,5 @@
-"""cdo's identities on a simulated cluster: the ServiceAccounts and roles deploy/ ships, and the
-ServiceAccount tokens each service runs with.
+"""cdo's identities on a simulated cluster: the ServiceAccounts, roles and node-restriction policy
+deploy/ ships, and the ServiceAccount tokens each service runs with.
 
     objs = identity_objects(render_base())          # kubectl kustomize deploy/kustomize/base
     await install(admin, objs)                      # what kubectl apply -k does for them
@@ -55,9 +55,25 @@ IDENTITY_KINDS: dict[str, Resource] = {
         )
         for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
     },
+    # The node-restriction policy (deploy/kustomize/base/node-restriction): what keeps each
+    # node's services to their own node's objects, keyed on their tokens' node claim.
+    **{
+        kind: Resource(
+            group="admissionregistration.k8s.io",
+            version="v1",
+            plural=plural,
+            kind=kind,
+            namespaced=False,
+        )
+        for kind, plural in (
+            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+            ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),
+        )
+    },
 }
 """The kinds of the rendered base that are applied to the simulated cluster, in that order (an
-account before the bindings naming it). The one list: add a kind here to apply it too."""
+account before the bindings naming it, a policy before its binding). The one list: add a kind
+here to apply it too."""
 
 DOMAIN_CONTROLLER_SA = "cdo-domain-controller"
 CLIQUE_ALLOCATOR_SA = "cdo-clique-allocator"

@@ -41,7 +41,14 @@ class DomainMember(msgspec.Struct, frozen=True, kw_only=True):
     """One node of a ComputeDomain."""
 
     node: NodeName
-    index: Annotated[int, Meta(description="The node's IMEX slot in its clique.", ge=0)]
+    index: Annotated[
+        int,
+        Meta(
+            description="The node's IMEX slot in its clique; -1 on a node without multi-node "
+            "NVLink (as NVIDIA's status.nodes[].index).",
+            ge=-1,
+        ),
+    ]
     address: Annotated[str, Meta(description="The node's IMEX address.")] = ""
     pods: Annotated[int, Meta(description="Pods of the domain on this node.", ge=0)] = 0
     gpus: Annotated[int, Meta(description="GPUs the domain uses on this node.", ge=0)] = 0
