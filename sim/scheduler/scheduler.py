@@ -71,12 +71,15 @@ from sim.scheduler.objects import (
 )
 from sim.scheduler.state import ClusterState, Kind
 from sim.scheduler.writes import (
+    BINDING,
+    PRE_BIND_DRA,
+    SCHEDULER_ERROR_REASON,
     UNSCHEDULABLE_REASON,
     binding,
     claim_release_patch,
     claim_status_patch,
+    not_scheduled_patch,
     reserved,
-    unschedulable_patch,
 )
 
 log = logging.getLogger("cdo.sim.scheduler")
@@ -367,22 +370,28 @@ class Scheduler:
             or condition.message != decision.message
         ):
             log.info("pod unschedulable", extra={"pod": pod.key, "why": decision.message})
-            try:
-                await self._client.patch(
-                    PODS,
-                    pod.metadata.name,
-                    unschedulable_patch(decision.message, now=datetime.now(UTC)),
-                    namespace=pod.metadata.namespace,
-                    subresource="status",
-                    patch_type="strategic",
-                )
-            except KubeApiError as exc:
-                if not exc.not_found:
-                    log.warning(
-                        "could not record why a pod is unschedulable",
-                        extra={"pod": pod.key, "error": str(exc)},
-                    )
+            await self._record_condition(
+                pod.metadata.namespace, pod.metadata.name, UNSCHEDULABLE_REASON, decision.message
+            )
         return Result(requeue_after=self.settings.unschedulable_flush_s)
+
+    async def _record_condition(self, namespace: str, name: str, reason: str, message: str) -> None:
+        """``PodScheduled=False`` with why (best effort: the next attempt records it again)."""
+        try:
+            await self._client.patch(
+                PODS,
+                name,
+                not_scheduled_patch(reason, message, now=datetime.now(UTC)),
+                namespace=namespace,
+                subresource="status",
+                patch_type="strategic",
+            )
+        except KubeApiError as exc:
+            if not exc.not_found:
+                log.warning(
+                    "could not record why a pod is not scheduled",
+                    extra={"pod": f"{namespace}/{name}", "error": str(exc)},
+                )
 
     async def _commit(self, pod: PodFacts, placement: Placement) -> None:
         """Assume, write the claims, bind; undo the assumptions if any write fails."""
@@ -423,6 +432,13 @@ class Scheduler:
             await self._release(pod, written)
             if isinstance(exc, KubeApiError) and exc.not_found:
                 return  # the pod (or a claim) is gone; its deletion event says the rest
+            if isinstance(exc, KubeApiError):
+                # kube-scheduler: an error after the decision (a PreBind plugin's write, the
+                # binding) is the pod's condition, reason SchedulerError, and it is retried.
+                stage = BINDING if len(written) == len(pending) else PRE_BIND_DRA
+                await self._record_condition(
+                    pod.namespace, pod.name, SCHEDULER_ERROR_REASON, f"{stage}: {exc.message}"
+                )
             raise
         self.stats.scheduled += 1
         self.stats.claims_allocated += sum(1 for a, _ in written if a.allocation is not None)

@@ -19,6 +19,9 @@ from sim.scheduler.facts import PodFacts
 from sim.scheduler.objects import AllocationResult, ClaimStatus, ResourceClaim
 
 UNSCHEDULABLE_REASON = "Unschedulable"
+SCHEDULER_ERROR_REASON = "SchedulerError"
+PRE_BIND_DRA = 'running PreBind plugin "DynamicResources"'
+BINDING = "binding rejected"
 
 
 def binding(pod: PodFacts, node: str) -> dict[str, Any]:
@@ -34,14 +37,16 @@ def _timestamp(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def unschedulable_patch(message: str, *, now: datetime) -> dict[str, Any]:
+def not_scheduled_patch(reason: str, message: str, *, now: datetime) -> dict[str, Any]:
+    """The pod's ``PodScheduled=False`` condition: ``Unschedulable`` (no node fits) or
+    ``SchedulerError`` (a write after the decision failed)."""
     return {
         "status": {
             "conditions": [
                 {
                     "type": "PodScheduled",
                     "status": "False",
-                    "reason": UNSCHEDULABLE_REASON,
+                    "reason": reason,
                     "message": message,
                     "lastProbeTime": None,
                     "lastTransitionTime": _timestamp(now),

@@ -114,3 +114,40 @@ async def test_a_forged_claim_copying_a_domains_labels_never_gets_its_channel(
     await system.client.delete(RESOURCE_CLAIMS, "forged", namespace=NAMESPACE)
     await system.clean_up(NAMESPACE)
     assert await system.leftovers() == []
+
+
+async def test_a_pod_naming_a_members_claim_is_not_scheduled_onto_it(
+    system: WholeSystem,
+) -> None:
+    # The kubelet would hand a second pod of an already prepared claim its CDI devices without
+    # asking the agent; the channel-claims policy keeps the scheduler from adding that pod.
+    namespace = f"{NAMESPACE}-shared"
+    await system.create_namespace(namespace)
+    await system.create_workload(namespace, "train", replicas=2, gpus=1)
+    members = await system.wait_running(namespace, "app=train", 2)
+    await system.wait_domain_ready(namespace, "train")
+    node = members[0].spec.node_name
+    real = claim_of(members[0], await system.claims(namespace))
+    pod = intruder_pod(node)
+    pod["spec"]["resourceClaims"][0]["resourceClaimName"] = real.metadata.name
+    await system.client.create(PODS, pod, namespace=namespace)
+
+    async def refused() -> str | None:
+        (intruder,) = await system.pods(namespace, "app=intruder")
+        condition = intruder.condition("PodScheduled")
+        if condition is None or condition.reason != "SchedulerError":
+            return None
+        return condition.message
+
+    message = await wait_for(refused, timeout=SYSTEM_STEP_S, interval=0.3, what="the refusal")
+    assert "ValidatingAdmissionPolicy 'cdo-channel-claim-one-pod'" in message
+    assert f"ResourceClaim {real.metadata.name} holds an IMEX channel of cdo" in message
+    (intruder,) = await system.pods(namespace, "app=intruder")
+    assert intruder.spec.node_name == ""
+    claim = next(c for c in await system.claims(namespace) if c.metadata.name == real.metadata.name)
+    assert [ref.name for ref in claim.status.reserved_for] == [members[0].metadata.name]
+    assert await system.running(namespace, "app=train", 2) is not None
+
+    await system.client.delete(PODS, "intruder", namespace=namespace)
+    await system.clean_up(namespace)
+    assert await system.leftovers() == []

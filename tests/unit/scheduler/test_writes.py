@@ -8,11 +8,12 @@ import msgspec
 
 from sim.scheduler.objects import AllocationResult
 from sim.scheduler.writes import (
+    UNSCHEDULABLE_REASON,
     binding,
     claim_release_patch,
     claim_status_patch,
+    not_scheduled_patch,
     reserved,
-    unschedulable_patch,
 )
 from tests.unit.scheduler.builders import DRIVER, exactly, facts, make_claim, make_pod
 
@@ -41,7 +42,8 @@ def test_binding() -> None:
 
 
 def test_unschedulable_condition() -> None:
-    patch = unschedulable_patch("why", now=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC))
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    patch = not_scheduled_patch(UNSCHEDULABLE_REASON, "why", now=now)
     assert patch["status"]["conditions"] == [
         {
             "type": "PodScheduled",
