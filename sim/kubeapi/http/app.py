@@ -38,6 +38,7 @@ from sim.kubeapi.reads.listing import Representation, list_objects, render_list
 from sim.kubeapi.reads.watch import WatchSettings, serve_watch
 from sim.kubeapi.storage.resources import Registry, ResourceType
 from sim.kubeapi.storage.store import Store
+from sim.kubeapi.writes import scale
 from sim.kubeapi.writes.engine import Engine
 from sim.kubeapi.writes.options import DeleteOptions, Result, WriteOptions
 
@@ -226,6 +227,8 @@ class ApiServer:
             if include not in ("None", "Metadata", "Object"):
                 raise errors.bad_request(f"includeObject: unsupported value {include!r}")
             rep = replace(rep, include_object=include)
+        if info.subresource == scale.SCALE:
+            return await self._scale(request, rt, namespace or "", name)
         if method == "GET":
             if name is None:
                 return await self._list(request, rt, namespace, rep, watch=is_watch)
@@ -314,6 +317,37 @@ class ApiServer:
             )
             return self._result(rt, result, rep)
         raise errors.method_not_allowed(rt.plural, rt.group, method.lower())
+
+    async def _scale(
+        self, request: web.Request, rt: ResourceType, namespace: str, name: str | None
+    ) -> web.Response:
+        """GET, PUT and PATCH of ``.../<name>/scale`` (``writes/scale.py``)."""
+        if name is None:
+            raise errors.path_not_found()
+        if request.method == "GET":
+            return json_response(scale.read(self.engine, rt, namespace, name))
+        opts = self._write_options(request)
+        if request.method == "PUT":
+            body = await request_body(request)
+            return json_response(
+                await scale.update(
+                    self.engine, rt, namespace=namespace, name=name, body=body, opts=opts
+                )
+            )
+        if request.method == "PATCH":
+            content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+            answer = await scale.patch(
+                self.engine,
+                rt,
+                namespace=namespace,
+                name=name,
+                content_type=content_type,
+                raw=await request.read(),
+                opts=opts,
+            )
+            return json_response(answer)
+        verb = "create" if request.method == "POST" else request.method.lower()
+        raise errors.method_not_allowed(rt.plural, rt.group, verb)
 
     def _object_response(
         self,

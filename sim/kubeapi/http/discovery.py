@@ -20,8 +20,17 @@ SUBRESOURCE_VERBS = {
     "finalize": ["update"],
     "token": ["create"],
 }
-SUBRESOURCE_KINDS = {"binding": "Binding", "eviction": "Eviction", "token": "TokenRequest"}
-SUBRESOURCE_GROUPS = {"eviction": ("policy", "v1"), "token": ("authentication.k8s.io", "v1")}
+SUBRESOURCE_KINDS = {
+    "binding": "Binding",
+    "eviction": "Eviction",
+    "token": "TokenRequest",
+    "scale": "Scale",
+}
+SUBRESOURCE_GROUPS = {
+    "eviction": ("policy", "v1"),
+    "token": ("authentication.k8s.io", "v1"),
+    "scale": ("autoscaling", "v1"),
+}
 """Subresources whose kind lives in another group (the real discovery names it)."""
 
 

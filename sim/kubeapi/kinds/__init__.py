@@ -131,6 +131,7 @@ def register_builtins(registry: Registry) -> None:
             apps.DeploymentStrategy(),
             short=("deploy",),
             categories=("all",),
+            extra_subresources=("scale",),
         ),
         _rt(
             "apps",
@@ -140,6 +141,7 @@ def register_builtins(registry: Registry) -> None:
             apps.ReplicaSetStrategy(),
             short=("rs",),
             categories=("all",),
+            extra_subresources=("scale",),
         ),
         _rt(
             "apps",
@@ -158,6 +160,7 @@ def register_builtins(registry: Registry) -> None:
             apps.StatefulSetStrategy(),
             short=("sts",),
             categories=("all",),
+            extra_subresources=("scale",),
         ),
         _rt("batch", "v1", "jobs", "Job", apps.JobStrategy(), categories=("all",)),
         _rt("rbac.authorization.k8s.io", "v1", "roles", "Role", rbac.RoleStrategy(cluster=False)),

@@ -14,7 +14,14 @@ from sim.kubeapi.kinds.common import ensure, get
 from sim.kubeapi.machinery import codec, errors, jsonpath, names
 from sim.kubeapi.machinery.errors import FieldError, FieldErrorType
 from sim.kubeapi.storage import columns
-from sim.kubeapi.storage.resources import Column, Obj, ResourceType, Strategy, version_priority
+from sim.kubeapi.storage.resources import (
+    Column,
+    Obj,
+    ResourceType,
+    ScalePaths,
+    Strategy,
+    version_priority,
+)
 from sim.kubeapi.validation import cel
 from sim.kubeapi.validation.schema import Schema
 
@@ -358,7 +365,10 @@ def resource_types(crd: Obj) -> list[ResourceType]:
             printer_specs = [
                 {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
             ]
-        has_status = "status" in (version.get("subresources") or {})
+        declared = version.get("subresources") or {}
+        has_status = "status" in declared
+        scale = declared.get("scale")
+        has_scale = isinstance(scale, dict)
         strategy = CustomResourceStrategy(schema=schema, status=has_status, selectable=selectable)
         out.append(
             ResourceType(
@@ -373,7 +383,9 @@ def resource_types(crd: Obj) -> list[ResourceType]:
                 storage_version=stored,
                 short_names=tuple(names_.get("shortNames") or ()),
                 categories=tuple(names_.get("categories") or ()),
-                subresources=("status",) if has_status else (),
+                subresources=(("status",) if has_status else ())
+                + (("scale",) if has_scale else ()),
+                scale=ScalePaths.of_crd(scale) if has_scale else None,
                 schema=schema,
                 custom=True,
                 crd_name=crd["metadata"]["name"],

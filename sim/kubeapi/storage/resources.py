@@ -93,6 +93,30 @@ class Converter:
     from_storage: Callable[[Obj], Obj] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ScalePaths:
+    """Where a kind keeps its replica counts; ``label_selector`` None means the built-in rule
+    (``spec.selector``, a LabelSelector object)."""
+
+    spec_replicas: tuple[str, ...] = ("spec", "replicas")
+    status_replicas: tuple[str, ...] = ("status", "replicas")
+    label_selector: tuple[str, ...] | None = None
+
+    @classmethod
+    def of_crd(cls, declared: dict[str, Any]) -> ScalePaths:
+        """From a CRD version's ``subresources.scale``."""
+        selector = declared.get("labelSelectorPath")
+        return cls(
+            spec_replicas=_steps(declared.get("specReplicasPath") or ".spec.replicas"),
+            status_replicas=_steps(declared.get("statusReplicasPath") or ".status.replicas"),
+            label_selector=_steps(selector) if selector else (),
+        )
+
+
+def _steps(path: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split(".") if part)
+
+
 @dataclass(frozen=True)
 class ResourceType:
     group: str
@@ -116,6 +140,8 @@ class ResourceType:
     crd_name: str = ""
     printer_columns: tuple[Column, ...] | None = None
     selectable: tuple[str, ...] = ()
+    scale: ScalePaths | None = None
+    """Where the ``scale`` subresource reads and writes replicas (None: the built-in paths)."""
 
     @property
     def api_version(self) -> str:
