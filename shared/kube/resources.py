@@ -55,6 +55,16 @@ STATEFUL_SETS = Resource(
     group="apps", version="v1", plural="statefulsets", kind="StatefulSet", namespaced=True
 )
 JOBS = Resource(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True)
+JOB_SETS = Resource(
+    group="jobset.x-k8s.io", version="v1alpha2", plural="jobsets", kind="JobSet", namespaced=True
+)
+LEADER_WORKER_SETS = Resource(
+    group="leaderworkerset.x-k8s.io",
+    version="v1",
+    plural="leaderworkersets",
+    kind="LeaderWorkerSet",
+    namespaced=True,
+)
 
 
 def resource_api(plural: str, kind: str, *, namespaced: bool) -> Resource:
