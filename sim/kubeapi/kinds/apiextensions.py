@@ -175,6 +175,7 @@ class CRDStrategy(Strategy):
                 continue
             out.extend(_structural_errors(schema, spath, root=True))
             out.extend(cel.compile_errors(schema, spath))
+            out.extend(_scale_errors(version.get("subresources"), f"{path}.subresources"))
             for j, column in enumerate(version.get("additionalPrinterColumns") or ()):
                 cpath = f"{path}.additionalPrinterColumns[{j}]"
                 for key in ("name", "type", "jsonPath"):
@@ -317,6 +318,35 @@ def _field_getter(path: str) -> Any:
     return getter
 
 
+SCALE_PATHS = (
+    ("specReplicasPath", (".spec.",), "should be a json path under .spec"),
+    ("statusReplicasPath", (".status.",), "should be a json path under .status"),
+    (
+        "labelSelectorPath",
+        (".spec.", ".status."),
+        "should be a json path under either .spec or .status",
+    ),
+)
+
+
+def _scale_errors(subresources: Any, path: str) -> list[FieldError]:
+    """A declared scale subresource names its replica paths under .spec and .status."""
+    scale = subresources.get("scale") if isinstance(subresources, dict) else None
+    if not isinstance(scale, dict):
+        return []
+    out: list[FieldError] = []
+    for key, prefixes, message in SCALE_PATHS:
+        value = scale.get(key)
+        field = f"{path}.scale.{key}"
+        if not value:
+            if key != "labelSelectorPath":
+                out.append(errors.required(field))
+            continue
+        if not isinstance(value, str) or not value.startswith(prefixes):
+            out.append(errors.invalid(field, value, message))
+    return out
+
+
 class CustomResourceStrategy(Strategy):
     has_generation = True
     allow_unconditional_update = False
@@ -368,7 +398,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
         declared = version.get("subresources") or {}
         has_status = "status" in declared
         scale = declared.get("scale")
-        has_scale = isinstance(scale, dict)
+        paths = ScalePaths.of_crd(scale) if isinstance(scale, dict) else None
         strategy = CustomResourceStrategy(schema=schema, status=has_status, selectable=selectable)
         out.append(
             ResourceType(
@@ -384,8 +414,8 @@ def resource_types(crd: Obj) -> list[ResourceType]:
                 short_names=tuple(names_.get("shortNames") or ()),
                 categories=tuple(names_.get("categories") or ()),
                 subresources=(("status",) if has_status else ())
-                + (("scale",) if has_scale else ()),
-                scale=ScalePaths.of_crd(scale) if has_scale else None,
+                + (("scale",) if paths is not None else ()),
+                scale=paths,
                 schema=schema,
                 custom=True,
                 crd_name=crd["metadata"]["name"],

@@ -104,11 +104,11 @@ class ScalePaths:
 
     @classmethod
     def of_crd(cls, declared: dict[str, Any]) -> ScalePaths:
-        """From a CRD version's ``subresources.scale``."""
+        """From a (validated) CRD version's ``subresources.scale``."""
         selector = declared.get("labelSelectorPath")
         return cls(
-            spec_replicas=_steps(declared.get("specReplicasPath") or ".spec.replicas"),
-            status_replicas=_steps(declared.get("statusReplicasPath") or ".status.replicas"),
+            spec_replicas=_steps(declared["specReplicasPath"]),
+            status_replicas=_steps(declared["statusReplicasPath"]),
             label_selector=_steps(selector) if selector else (),
         )
 

@@ -159,3 +159,30 @@ async def test_kubectl_scale_uses_the_subresource(http: Http, kubectl: Kubectl) 
     assert obj["spec"]["replicas"] == 4
     rc, _, err = await kubectl("scale", "deployment/front", "--replicas=9", "--current-replicas=2")
     assert rc != 0 and "Expected replicas to be 2, was 4" in err
+
+
+async def test_a_crd_scale_subresource_names_its_paths_under_spec_and_status(http: Http) -> None:
+    crd = _scalable_crd()
+    crd["spec"]["versions"][0]["subresources"]["scale"] = {
+        "specReplicasPath": ".metadata.size",
+        "labelSelectorPath": ".selector",
+    }
+
+    status, body, _ = await http.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd
+    )
+
+    assert status == 422
+    causes = {(c["field"], c["message"]) for c in body["details"]["causes"]}
+    base = "spec.versions[0].subresources.scale"
+    assert causes == {
+        (
+            f"{base}.specReplicasPath",
+            'Invalid value: ".metadata.size": should be a json path under .spec',
+        ),
+        (f"{base}.statusReplicasPath", "Required value"),
+        (
+            f"{base}.labelSelectorPath",
+            'Invalid value: ".selector": should be a json path under either .spec or .status',
+        ),
+    }
