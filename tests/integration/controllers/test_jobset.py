@@ -93,10 +93,11 @@ async def test_replicated_jobs_make_indexed_jobs_with_global_indexes(cluster: Cl
         raw = msgspec.json.decode(
             await cluster.client.get(PODS, pod.metadata.name, namespace=NAMESPACE)
         )
-        job = pod.metadata.labels["batch.kubernetes.io/job-name"]
+        job_name = pod.metadata.labels["batch.kubernetes.io/job-name"]
         index = pod.metadata.labels[JOB_COMPLETION_INDEX]
         # <jobset>-<replicatedJob>-<jobIndex>-<podIndex>, in the JobSet's subdomain.
-        assert (raw["spec"]["hostname"], raw["spec"]["subdomain"]) == (f"{job}-{index}", "train")
+        hostname = f"{job_name}-{index}"
+        assert (raw["spec"]["hostname"], raw["spec"]["subdomain"]) == (hostname, "train")
 
 
 async def test_a_failed_job_restarts_every_job_then_the_jobset_fails(cluster: Cluster) -> None:
