@@ -79,6 +79,13 @@ SIZE = PREFIX + "size"
 REPLICAS = PREFIX + "replicas"
 LEADER_NAME = PREFIX + "leader-name"
 RECREATE_GROUP = ("RecreateGroupOnPodRestart", "RecreateGroupAfterStart")
+BY_SET = "leaderworkerset"
+"""Index of pods by ``namespace/<lws>`` of their ``leaderworkerset.sigs.k8s.io/name`` label."""
+
+
+def _set_of(pod: Pod) -> list[str]:
+    name = pod.metadata.labels.get(NAME)
+    return [f"{pod.metadata.namespace}/{name}"] if name else []
 
 
 def group_key(namespace: str, leader_name: str) -> str:
@@ -238,6 +245,7 @@ class LeaderWorkerSetController:
         )
         self._sets.add_handler(self.loop.on_change(own_key))
         self._stateful_sets.add_handler(self.loop.on_change(map_by_label(NAME)))
+        self._pods.add_index(BY_SET, _set_of)
         self._pods.add_handler(self._note_worker_gone)
         self._pods.add_handler(self.loop.on_change(map_by_label(NAME)))
 
@@ -268,7 +276,7 @@ class LeaderWorkerSetController:
             self._restart.add(leader.metadata.uid)
 
     def _pods_of(self, lws: LeaderWorkerSet) -> list[Pod]:
-        return self._pods.cache.by_labels({NAME: lws.metadata.name})
+        return self._pods.cache.by_index(BY_SET, lws.key)
 
     async def reconcile(self, key: ObjectKey) -> Result:
         lws = self._sets.cache.get(str(key))
