@@ -25,15 +25,16 @@ What it keeps, from the cache:
   subresource), ``observedGeneration``, and the conditions ``Available`` (``AllGroupsReady``
   once every group is ready) and ``Progressing`` (``GroupsProgressing`` until then).
 
-Upstream sets the per-pod labels (``group-index`` and ``group-key`` on leaders, ``worker-index``
-on workers) in a mutating pod webhook, so pods have them from creation; here this controller
-patches them on right after the pods appear. Not simulated: rolling updates of a changed
-template (existing StatefulSets keep theirs; only ``replicas`` and ``size`` follow the LWS), the
-headless Service, ``startupPolicy: LeaderReady`` (workers start with their leader),
-``RecreateGroupAfterStart`` (treated as ``RecreateGroupOnPodRestart``), container restarts (the
-simulated kubelet restarts none), subgroups, exclusive placement, ``groupIdentity: Hash``,
-``volumeClaimTemplates`` and the ``LWS_*`` environment variables. A worker deletion is noticed
-from the watch event: one the controller missed while it was down does not recreate its group.
+Upstream sets the per-pod labels (``group-index`` and ``group-key`` on leaders, ``worker-index`` on
+workers) in a mutating pod webhook, so pods have them from creation; here this controller patches
+them on right after the pods appear. Not simulated: rolling updates of a changed template (existing
+StatefulSets keep theirs; only ``replicas`` and ``size`` follow the LWS) and the
+``template-revision-hash`` label, the headless Service, ``startupPolicy: LeaderReady`` (workers
+start with their leader), ``RecreateGroupAfterStart`` (treated as ``RecreateGroupOnPodRestart``),
+container restarts (the simulated kubelet restarts none), subgroups, exclusive placement,
+``groupIdentity: Hash``, ``volumeClaimTemplates`` and the ``LWS_*`` environment variables. A worker
+deletion is noticed from the watch event: one the controller missed while it was down does not
+recreate its group.
 """
 
 from __future__ import annotations
