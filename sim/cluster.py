@@ -8,7 +8,8 @@
 What runs: the Kubernetes API emulator over HTTP, one simulated kubelet per topology node
 (registration, heartbeat Lease, pods, DRA calls to whatever plugins register on the node), the
 scheduler (affinity, taints, resources, DRA allocation), the workload controllers (Deployment,
-ReplicaSet, Job, resource claims) and the node lifecycle controller. cdo's own services run beside
+ReplicaSet, StatefulSet, Job, JobSet and LeaderWorkerSet with their CRDs, resource claims) and the
+node lifecycle controller. cdo's own services run beside
 it and reach it through ``kubeconfig``. Until the health monitor runs, ``label_cliques`` puts the
 clique labels on the nodes directly (the monitor owns them once it runs).
 """

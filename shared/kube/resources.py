@@ -62,6 +62,16 @@ POD_DISRUPTION_BUDGETS = Resource(
     kind="PodDisruptionBudget",
     namespaced=True,
 )
+JOB_SETS = Resource(
+    group="jobset.x-k8s.io", version="v1alpha2", plural="jobsets", kind="JobSet", namespaced=True
+)
+LEADER_WORKER_SETS = Resource(
+    group="leaderworkerset.x-k8s.io",
+    version="v1",
+    plural="leaderworkersets",
+    kind="LeaderWorkerSet",
+    namespaced=True,
+)
 
 
 def resource_api(plural: str, kind: str, *, namespaced: bool) -> Resource:

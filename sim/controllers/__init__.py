@@ -1,5 +1,6 @@
-"""The workload controllers a simulated cluster needs: Deployment, ReplicaSet, Job, and the
-resource-claim controller that makes a pod's ResourceClaims from ResourceClaimTemplates.
+"""The workload controllers a simulated cluster needs: Deployment, ReplicaSet, StatefulSet, Job,
+JobSet, LeaderWorkerSet, and the resource-claim controller that makes a pod's ResourceClaims from
+ResourceClaimTemplates (the JobSet and LeaderWorkerSet CRDs are in ``sim/controllers/crds/``).
 
 Each is a level-triggered loop over shared informers (informers -> keys -> work queue ->
 reconcile from the cache -> pure desired state -> idempotent writes), talking to the API server
@@ -16,9 +17,12 @@ docs/simulated-controllers.md lists what is faithful to the real controllers and
 
 from sim.controllers.deployment import DeploymentController
 from sim.controllers.job import JobController
+from sim.controllers.jobset import JobSetController
+from sim.controllers.leaderworkerset import LeaderWorkerSetController
 from sim.controllers.manager import ALL_CONTROLLERS, ControllerManager, ControllerSettings
 from sim.controllers.replicaset import ReplicaSetController
 from sim.controllers.resourceclaim import ResourceClaimController
+from sim.controllers.statefulset import StatefulSetController
 
 __all__ = [
     "ALL_CONTROLLERS",
@@ -26,6 +30,9 @@ __all__ = [
     "ControllerSettings",
     "DeploymentController",
     "JobController",
+    "JobSetController",
+    "LeaderWorkerSetController",
     "ReplicaSetController",
     "ResourceClaimController",
+    "StatefulSetController",
 ]

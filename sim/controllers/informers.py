@@ -23,21 +23,26 @@ from shared.kube.models import (
 from shared.kube.resources import (
     DEPLOYMENTS,
     DEVICE_TAINT_RULES,
+    JOB_SETS,
     JOBS,
+    LEADER_WORKER_SETS,
     POD_DISRUPTION_BUDGETS,
     PODS,
     REPLICA_SETS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    STATEFUL_SETS,
     Resource,
 )
 from shared.metrics import Metrics
 from sim.controllers.budgets import Budget
-from sim.controllers.objects import Deployment, Job, ReplicaSet, controller_uid
+from sim.controllers.objects import Deployment, Job, ReplicaSet, StatefulSet, controller_uid
+from sim.controllers.setkinds import JobSet, LeaderWorkerSet
 
 BY_CONTROLLER = "controller-uid"
-"""Index of pods, ReplicaSets and claims by the uid of their controlling owner."""
+"""Index of pods, ReplicaSets, StatefulSets, Jobs and claims by the uid of their controlling
+owner."""
 
 
 class SharedInformers:
@@ -76,6 +81,23 @@ class SharedInformers:
     @cached_property
     def jobs(self) -> Informer[Job]:
         informer: Informer[Job] = self._make(JOBS, Job)
+        informer.add_index(BY_CONTROLLER, controller_uid)
+        return informer
+
+    @cached_property
+    def stateful_sets(self) -> Informer[StatefulSet]:
+        informer: Informer[StatefulSet] = self._make(STATEFUL_SETS, StatefulSet)
+        informer.add_index(BY_CONTROLLER, controller_uid)
+        return informer
+
+    @cached_property
+    def job_sets(self) -> Informer[JobSet]:
+        informer: Informer[JobSet] = self._make(JOB_SETS, JobSet)
+        return informer
+
+    @cached_property
+    def leader_worker_sets(self) -> Informer[LeaderWorkerSet]:
+        informer: Informer[LeaderWorkerSet] = self._make(LEADER_WORKER_SETS, LeaderWorkerSet)
         return informer
 
     @cached_property

@@ -1,6 +1,6 @@
 """Runs the simulated workload controllers against one API server.
 
-    manager = ControllerManager(client)            # all five controllers
+    manager = ControllerManager(client)            # every controller
     supervisor.start("controllers", manager.run())
     supervisor.on_shutdown("drain controllers", manager.drain, phase="intake")
 
@@ -32,17 +32,29 @@ from shared.kube.recorder import EventRecorder
 from shared.metrics import Metrics
 from shared.runtime.supervisor import Supervisor
 from shared.settings import Settings
+from sim.controllers.crds import install_workload_crds
 from sim.controllers.deployment import DeploymentController
 from sim.controllers.devicetaint import DeviceTaintEvictionController
 from sim.controllers.disruption import DisruptionController
 from sim.controllers.informers import SharedInformers
 from sim.controllers.job import JobController
+from sim.controllers.jobset import JobSetController
+from sim.controllers.leaderworkerset import LeaderWorkerSetController
 from sim.controllers.loop import Loop
 from sim.controllers.replicaset import ReplicaSetController
 from sim.controllers.resourceclaim import ResourceClaimController
+from sim.controllers.statefulset import StatefulSetController
 
 ControllerName = Literal[
-    "deployment", "replicaset", "job", "resourceclaim", "devicetaint", "disruption"
+    "deployment",
+    "replicaset",
+    "job",
+    "resourceclaim",
+    "devicetaint",
+    "disruption",
+    "statefulset",
+    "jobset",
+    "leaderworkerset",
 ]
 ALL_CONTROLLERS: tuple[ControllerName, ...] = (
     "deployment",
@@ -51,7 +63,12 @@ ALL_CONTROLLERS: tuple[ControllerName, ...] = (
     "resourceclaim",
     "devicetaint",
     "disruption",
+    "statefulset",
+    "jobset",
+    "leaderworkerset",
 )
+CRD_CONTROLLERS: frozenset[ControllerName] = frozenset({"jobset", "leaderworkerset"})
+"""Controllers of kinds a CRD defines: the manager installs those CRDs before it starts them."""
 
 
 class ControllerSettings(Settings, frozen=True, kw_only=True):
@@ -61,7 +78,8 @@ class ControllerSettings(Settings, frozen=True, kw_only=True):
         tuple[ControllerName, ...],
         Meta(
             description="Controllers to run: deployment, replicaset, job, resourceclaim, "
-            "devicetaint (device taint eviction), disruption (PodDisruptionBudget status)."
+            "devicetaint (device taint eviction), disruption (PodDisruptionBudget status), "
+            "statefulset, jobset, leaderworkerset."
         ),
     ] = ALL_CONTROLLERS
     workers: Annotated[
@@ -92,6 +110,7 @@ class ControllerManager:
         metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings or ControllerSettings()
+        self._client = client
         self.metrics = metrics or Metrics()
         self.informers = SharedInformers(
             client, settings=self.settings.informer, metrics=self.metrics
@@ -161,6 +180,40 @@ class ControllerManager:
                 rate_limit=settings.rate_limit,
             )
             self._loops.extend(budgets.loops)
+        self._add_workload_sets(client, chosen)
+
+    def _add_workload_sets(self, client: KubeClient, chosen: set[ControllerName]) -> None:
+        settings = self.settings
+        if "statefulset" in chosen:
+            stateful_sets = StatefulSetController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                recorder=self._recorder(client, "statefulset-controller"),
+                workers=settings.workers,
+                expectations_ttl_s=settings.expectations_ttl_s,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.append(stateful_sets.loop)
+        if "jobset" in chosen:
+            job_sets = JobSetController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                workers=settings.workers,
+                expectations_ttl_s=settings.expectations_ttl_s,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.append(job_sets.loop)
+        if "leaderworkerset" in chosen:
+            groups = LeaderWorkerSetController(
+                client,
+                self.informers,
+                metrics=self.metrics,
+                workers=settings.workers,
+                rate_limit=settings.rate_limit,
+            )
+            self._loops.append(groups.loop)
 
     def _recorder(self, client: KubeClient, component: str) -> EventRecorder | None:
         if not self.settings.record_events:
@@ -187,6 +240,9 @@ class ControllerManager:
 
     async def run(self) -> None:
         """Run informers and controllers until cancelled or drained; see the module docstring."""
+        if CRD_CONTROLLERS & set(self.settings.controllers):
+            # As installing JobSet and LWS does: their CRDs come with their controllers.
+            await install_workload_crds(self._client)
         async with asyncio.TaskGroup() as group:
             watchers = [
                 group.create_task(informer.run(), name=f"informer {informer.resource.plural}")

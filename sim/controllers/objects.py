@@ -143,6 +143,39 @@ class Job(KubeObject, frozen=True, kw_only=True):
         return self.spec.completion_mode == "Indexed"
 
 
+# -- StatefulSet --------------------------------------------------------------------------------
+
+
+class StatefulSetOrdinals(_Camel, frozen=True, kw_only=True):
+    start: int = 0
+
+
+class StatefulSetSpec(_Camel, frozen=True, kw_only=True):
+    replicas: int = 1
+    selector: dict[str, Any] = msgspec.field(default_factory=dict)
+    template: dict[str, Any] = msgspec.field(default_factory=dict)
+    service_name: str = ""
+    pod_management_policy: str = "OrderedReady"
+    min_ready_seconds: int = 0
+    ordinals: StatefulSetOrdinals = msgspec.field(default_factory=StatefulSetOrdinals)
+
+
+class StatefulSetStatus(_Camel, frozen=True, kw_only=True):
+    observed_generation: int = 0
+    replicas: int = 0
+    ready_replicas: int = 0
+    current_replicas: int = 0
+    updated_replicas: int = 0
+    available_replicas: int = 0
+    current_revision: str = ""
+    update_revision: str = ""
+
+
+class StatefulSet(KubeObject, frozen=True, kw_only=True):
+    spec: StatefulSetSpec = msgspec.field(default_factory=StatefulSetSpec)
+    status: StatefulSetStatus = msgspec.field(default_factory=StatefulSetStatus)
+
+
 # -- writing ------------------------------------------------------------------------------------
 
 
