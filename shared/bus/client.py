@@ -49,7 +49,12 @@ class _Block(dict[str, str]):
 
 class BusClient(Client):
     """nats-py's client with :meth:`publish_block`; connect it with ``await client.connect(...)``
-    as ``nats.connect`` does."""
+    as ``nats.connect`` does. ``prepared=False`` takes the fallback path (plain header dicts)
+    even where the installed nats-py has the hooks, so that the tests can run both."""
+
+    def __init__(self, *, prepared: bool = PREPARED_PUBLISH) -> None:
+        super().__init__()
+        self._prepared = prepared and PREPARED_PUBLISH
 
     async def publish_block(self, subject: str, block: bytes, payload: bytes) -> None:
         """Publish ``payload`` with ``block``, a whole header block (see :mod:`wire`).
@@ -57,7 +62,7 @@ class BusClient(Client):
         Goes through nats-py's ``publish`` (its checks for a closed, draining or reconnecting
         connection and the payload limit apply as to any publish).
         """
-        if PREPARED_PUBLISH:
+        if self._prepared:
             await self.publish(subject, payload, headers=_Block(block))
         else:
             await self.publish(subject, payload, headers=parse_block(block))

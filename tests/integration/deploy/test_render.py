@@ -380,11 +380,13 @@ def test_every_replicated_workload_has_a_disruption_budget(
 def test_images_are_set_by_the_images_transformer(
     overlays: dict[str, list[Manifest]], overlay: str
 ) -> None:
+    # One image for every service; the container's first argument picks the service.
     for service, workload in service_workloads(overlays[overlay]).items():
-        image = container(workload)["image"]
-        name, _, tag = image.rpartition(":")
-        assert name == f"cdo/{service}"
+        main = container(workload)
+        name, _, tag = main["image"].rpartition(":")
+        assert name == "cdo/cdo"
         assert tag and tag != "latest"
+        assert main["args"][0] == service
     for workload in workloads(overlays[overlay]):
         image = container(workload)["image"]
         assert ":" in image and not image.endswith(":latest"), image
