@@ -136,8 +136,9 @@ async def test_a_node_bound_token_names_its_node(
                     {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
                 )
             )
-            # What the monitor's role allows it to do with its own Node.
-            await client.patch(NODES, "tray-0", {"metadata": {"labels": {"a": "b"}}})
+            # What the monitor's role, and the node-restriction policy, allow it to do with its
+            # own Node: a label of cdo's.
+            await client.patch(NODES, "tray-0", {"metadata": {"labels": {"cdo.dev/probe": "b"}}})
         finally:
             await client.close()
     finally:
