@@ -7,7 +7,7 @@ the domain controller membership, the allocator capacity, the agents IMEX state,
 fault and the recovery. Each kind must arrive (as the reader sees them), the server must have
 refused no publish and no subscription of any service, and the authenticator must have refused
 no connection. Then a real health monitor's token file, bound to node A, tries node B's fault
-subject: the server refuses it, and nothing arrives.
+subject, and so does the reader's token: the server refuses both, and nothing arrives.
 """
 
 from __future__ import annotations
@@ -122,35 +122,48 @@ async def test_every_service_publishes_within_its_permissions(system: WholeSyste
     assert results["authorized"] >= SERVICE_CONNECTIONS
 
 
-async def test_one_nodes_token_cannot_publish_another_nodes_fault(system: WholeSystem) -> None:
-    nodes = sorted(node.metadata.name for node in await system.nodes())
-    faulted = set(await system.faulted_nodes())
-    node_a, node_b = [node for node in nodes if node not in faulted][-2:]
-    token_file = nats_token_path(system.state_dir / IDENTITIES_DIR, HEALTH_MONITOR_SA, node_a)
-    token = TokenFile(str(token_file), variable="token_file")
-    target = subjects.NODE_FAULT.render(node=node_b)
-    tap = await system.tap(target)
+async def refused_publish(system: WholeSystem, token_file: str, subject: str) -> None:
+    """Connect with ``token_file`` (as :data:`INTRUDER`), publish on ``subject``, and wait
+    until the server reports the publish refused."""
     errors: list[str] = []
 
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc).lower())
 
     intruder = await nats.connect(
-        system.nats_url, token=token, name=INTRUDER, error_cb=on_error, max_reconnect_attempts=1
+        system.nats_url,
+        token=TokenFile(token_file, variable="token_file"),
+        name=INTRUDER,
+        error_cb=on_error,
+        max_reconnect_attempts=1,
     )
     try:
-        await intruder.publish(target, json.dumps({"node": node_b}).encode())
+        await intruder.publish(subject, json.dumps({"subject": subject}).encode())
         await intruder.flush()
         await wait_for(
-            lambda: any(f'publish to "{target.lower()}"' in e for e in errors),
+            lambda: any(f'publish to "{subject.lower()}"' in e for e in errors),
             timeout=10,
-            what="the server refuses the publish",
+            what=f"the server refuses the publish on {subject}",
         )
     finally:
         await intruder.close()
+
+
+async def test_one_nodes_token_cannot_publish_another_nodes_fault(system: WholeSystem) -> None:
+    nodes = sorted(node.metadata.name for node in await system.nodes())
+    faulted = set(await system.faulted_nodes())
+    node_a, node_b = [node for node in nodes if node not in faulted][-2:]
+    token_file = nats_token_path(system.state_dir / IDENTITIES_DIR, HEALTH_MONITOR_SA, node_a)
+    target = subjects.NODE_FAULT.render(node=node_b)
+    tap = await system.tap(target)
+    try:
+        await refused_publish(system, str(token_file), target)
+        # The reader's token publishes nothing at all.
+        await refused_publish(system, system.nats_token_file, target)
+        # The tap was subscribed before the publishes: after a round trip, nothing has come.
+        await tap.flush()
+    finally:
+        await tap.close()
+    assert tap.events == []
     log = (system.state_dir / "logs" / "nats-server.log").read_text(errors="replace")
     assert f'cdo-health-monitor@{node_a}" - Publish Violation - Subject "{target}"' in log
-    # The tap was subscribed before the publish: after a round trip, nothing has come.
-    await tap.flush()
-    await tap.close()
-    assert tap.events == []
