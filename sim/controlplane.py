@@ -11,7 +11,9 @@ controller and the clique allocator on a real cluster, done for the simulated on
   (:mod:`sim.identities`) and writes each service a kubeconfig of its own,
   ``<state dir>/identities/<service account>.kubeconfig``, with a token of its ServiceAccount
   from the TokenRequest API: each service acts as its own identity, with exactly the RBAC that
-  deploy/ ships;
+  deploy/ ships; with ``--nats-auth`` each also gets a NATS token of its ServiceAccount
+  (audience ``nats``, ``<state dir>/identities/nats/<service account>.token``) and connects
+  with it (``CDO_NATS_TOKEN_FILE``) instead of a NATS user;
 - issues the allocator's webhook serving certificate from a throwaway CA and registers the
   MutatingWebhookConfiguration with that CA, reaching the allocator by URL on 127.0.0.1;
 - runs ``python -m services.domain_controller`` and ``python -m services.clique_allocator`` as
@@ -127,19 +129,32 @@ class ServiceSpec:
 
 
 def service_env(
-    *, prefix: str, name: str, kubeconfig: str, http_port: int, extra: Mapping[str, str]
+    *,
+    prefix: str,
+    name: str,
+    kubeconfig: str,
+    http_port: int,
+    extra: Mapping[str, str],
+    nats_token_file: Path | None = None,
 ) -> dict[str, str]:
-    """A service's environment: the runtime's CDO_* settings plus its own prefixed ones."""
+    """A service's environment: the runtime's CDO_* settings plus its own prefixed ones; with
+    ``nats_token_file``, it connects to NATS with that token (no user, no password)."""
     own = {
         "KUBECONFIG": kubeconfig,
         "LEASE_NAMESPACE": SYSTEM_NAMESPACE,
         **LEADER_ELECTION,
         **extra,
     }
+    nats = (
+        {"CDO_NATS_TOKEN_FILE": str(nats_token_file), "CDO_NATS_USER": "", "CDO_NATS_PASSWORD": ""}
+        if nats_token_file is not None
+        else {}
+    )
     return {
         "CDO_HTTP_HOST": "127.0.0.1",
         "CDO_HTTP_PORT": str(http_port),
         "CDO_INSTANCE": f"{name}-0",
+        **nats,
         **{prefix + key: value for key, value in own.items()},
     }
 
@@ -210,7 +225,7 @@ def restart_delay(previous_s: float, ran_s: float) -> float:
 
 
 class ControlPlane:
-    def __init__(self, state_dir: Path, kubeconfig: str) -> None:
+    def __init__(self, state_dir: Path, kubeconfig: str, *, nats_auth: bool = False) -> None:
         self.state_dir = state_dir
         self.kubeconfig = kubeconfig
         """The admin's: CRDs, identities, the webhook's registration."""
@@ -222,6 +237,15 @@ class ControlPlane:
             name: state_dir / IDENTITIES_DIR / f"{account}.kubeconfig"
             for name, account in self.accounts.items()
         }
+        self.nats_tokens = (
+            {
+                name: identities.nats_token_path(state_dir / IDENTITIES_DIR, account)
+                for name, account in self.accounts.items()
+            }
+            if nats_auth
+            else {}
+        )
+        """With NATS identities: each service's NATS token file (``CDO_NATS_TOKEN_FILE``)."""
         self.tls_dir = state_dir / "webhook-tls"
         self.webhook_port = free_port()
         self.ready = False
@@ -237,6 +261,7 @@ class ControlPlane:
                         prefix="CDO_DOMAIN_CONTROLLER_",
                         name=DOMAIN_CONTROLLER,
                         kubeconfig=str(self.service_kubeconfigs[DOMAIN_CONTROLLER]),
+                        nats_token_file=self.nats_tokens.get(DOMAIN_CONTROLLER),
                         http_port=controller_port,
                         extra={},
                     ),
@@ -252,6 +277,7 @@ class ControlPlane:
                         prefix="CDO_CLIQUE_ALLOCATOR_",
                         name=CLIQUE_ALLOCATOR,
                         kubeconfig=str(self.service_kubeconfigs[CLIQUE_ALLOCATOR]),
+                        nats_token_file=self.nats_tokens.get(CLIQUE_ALLOCATOR),
                         http_port=allocator_port,
                         extra={
                             "WEBHOOK_HOST": "127.0.0.1",
@@ -304,6 +330,8 @@ class ControlPlane:
                     account=account,
                     path=self.service_kubeconfigs[name],
                 )
+                if name in self.nats_tokens:
+                    await identities.write_token_file(client, account, path=self.nats_tokens[name])
         finally:
             await client.close()
         ca = CertificateAuthority("cdo-sim-webhook-ca")
@@ -406,13 +434,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for the cluster and services"
     )
+    parser.add_argument(
+        "--nats-auth",
+        action="store_true",
+        help="connect each service to NATS with a token of its ServiceAccount (a server with "
+        "the auth callout) instead of CDO_NATS_USER",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     state_dir: Path = args.state_dir.resolve()
 
     async def run() -> None:
         kubeconfig = await _wait_for_cluster(state_dir, args.timeout)
-        await ControlPlane(state_dir, kubeconfig).run(ready_timeout_s=args.timeout)
+        await ControlPlane(state_dir, kubeconfig, nats_auth=args.nats_auth).run(
+            ready_timeout_s=args.timeout
+        )
 
     asyncio.run(run())
     return 0

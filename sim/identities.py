@@ -16,16 +16,24 @@ extra, as it does for a DaemonSet pod's token.
 Lifetime: every token asks for :data:`TOKEN_EXPIRATION_S` (a year) and is not refreshed (the
 services load their kubeconfig once). A node-bound token also ends with its Node object; the
 node host asks for a fresh one at every start of a node's services.
+
+NATS identities (``cdo sim up --nats-auth``): :func:`write_token_file` writes a token of the
+``nats`` audience for ``CDO_NATS_TOKEN_FILE``, and :func:`render_with` renders the base with
+components (the nats-auth-callout component adds the authenticator's ServiceAccount and role).
+Those tokens live a year too: the authenticator's users last at most an hour, and a client
+whose user expires reconnects with the same, still valid token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,12 @@ log = logging.getLogger("cdo.sim.identities")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_BASE = ROOT / "deploy" / "kustomize" / "base"
+DEPLOY_COMPONENTS = ROOT / "deploy" / "kustomize" / "components"
+NATS_AUTH_COMPONENT = "nats-auth-callout"
+NATS_AUDIENCE = "nats"
+"""The audience of the tokens cdo's services connect to NATS with (the component's)."""
+NATS_TOKENS_DIR = "nats"
+"""Under the identities directory: ``<account>.token``, ``<account>/<node>.token``."""
 NAMESPACE = "cdo-system"
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -123,6 +137,26 @@ def render_base(base: Path = DEPLOY_BASE) -> list[Manifest]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+def render_with(components: Sequence[str], *, base: Path = DEPLOY_BASE) -> list[Manifest]:
+    """The base with deploy/'s ``components``, through an overlay in a temporary directory
+    (what an overlay listing them renders), parsed."""
+    for name in components:
+        if not (DEPLOY_COMPONENTS / name / "kustomization.yaml").exists():
+            raise IdentityError(f"no component {name} in {DEPLOY_COMPONENTS}")
+    with tempfile.TemporaryDirectory(prefix="cdo-render-") as directory:
+        listed = "".join(
+            f"- {os.path.relpath(DEPLOY_COMPONENTS / name, directory)}\n" for name in components
+        )
+        Path(directory, "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+            "kind: Kustomization\n"
+            f"namespace: {NAMESPACE}\n"
+            f"resources:\n- {os.path.relpath(base, directory)}\n"
+            f"components:\n{listed}"
+        )
+        return render_base(Path(directory))
+
+
 def identity_objects(objs: Iterable[Manifest]) -> list[Manifest]:
     """The objects of :data:`IDENTITY_KINDS`, in the order of that list."""
     order = list(IDENTITY_KINDS)
@@ -130,8 +164,13 @@ def identity_objects(objs: Iterable[Manifest]) -> list[Manifest]:
     return sorted(chosen, key=lambda obj: order.index(obj["kind"]))
 
 
-async def rendered_identities(base: Path = DEPLOY_BASE) -> list[Manifest]:
-    """:func:`render_base` filtered by :func:`identity_objects` (kubectl runs in a thread)."""
+async def rendered_identities(
+    base: Path = DEPLOY_BASE, *, components: Sequence[str] = ()
+) -> list[Manifest]:
+    """:func:`render_base` (with ``components``: :func:`render_with`) filtered by
+    :func:`identity_objects` (kubectl runs in a thread)."""
+    if components:
+        return identity_objects(await asyncio.to_thread(render_with, components, base=base))
     return identity_objects(await asyncio.to_thread(render_base, base))
 
 
@@ -178,10 +217,14 @@ async def request_token(
     namespace: str = NAMESPACE,
     node: str | None = None,
     expiration_s: int = TOKEN_EXPIRATION_S,
+    audience: str = "",
 ) -> str:
-    """A token of ServiceAccount ``account`` from the TokenRequest API; bound to Node ``node``
-    when given (raises the API's 404 while that Node does not exist)."""
+    """A token of ServiceAccount ``account`` from the TokenRequest API, for ``audience`` (""
+    is the API server's own); bound to Node ``node`` when given (raises the API's 404 while
+    that Node does not exist)."""
     spec: dict[str, Any] = {"expirationSeconds": expiration_s}
+    if audience:
+        spec["audiences"] = [audience]
     if node is not None:
         spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Node", "name": node}
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
@@ -242,12 +285,39 @@ def write_kubeconfig(path: Path, *, admin_kubeconfig: Path, user: str, token: st
     """:func:`kubeconfig_for` the admin's kubeconfig file, written to ``path`` (mode 0600)."""
     admin = yaml.safe_load(admin_kubeconfig.read_text())
     config = kubeconfig_for(admin, user=user, token=token)
+    return _write_secret_file(path, yaml.safe_dump(config, sort_keys=False))
+
+
+def _write_secret_file(path: Path, text: str) -> Path:
+    """``text`` to ``path``, mode 0600, whole or not at all (a reader never sees half)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
     temporary.touch(mode=0o600)
-    temporary.write_text(yaml.safe_dump(config, sort_keys=False))
+    temporary.write_text(text)
     temporary.replace(path)
     return path
+
+
+def nats_token_path(directory: Path, account: str, node: str | None = None) -> Path:
+    """Where a service's NATS token file lives under the identities ``directory``."""
+    nats = directory / NATS_TOKENS_DIR
+    return nats / f"{account}.token" if node is None else nats / account / f"{node}.token"
+
+
+async def write_token_file(
+    client: KubeClient,
+    account: str,
+    *,
+    path: Path,
+    namespace: str = NAMESPACE,
+    node: str | None = None,
+) -> Path:
+    """A token of ``account`` for NATS (audience ``nats``), bound to Node ``node`` when given,
+    in ``path`` (mode 0600): what ``CDO_NATS_TOKEN_FILE`` names."""
+    token = await request_token(
+        client, account, namespace=namespace, node=node, audience=NATS_AUDIENCE
+    )
+    return await asyncio.to_thread(_write_secret_file, path, token)
 
 
 class NodeIdentities:
@@ -256,31 +326,50 @@ class NodeIdentities:
     ``client(account, node)`` asks for a token bound to ``node`` (waiting while the Node is
     not registered), writes ``<directory>/<account>/<node>.kubeconfig`` and connects with it.
     ``admin`` (the node host's own client, standing for the kubelet) makes the TokenRequests.
+    With ``nats``, each service also connects to NATS with a token of its own bound to the
+    node (``nats_token_file(account, node)``, ``<directory>/nats/<account>/<node>.token``).
     """
 
-    def __init__(self, admin: KubeClient, *, admin_kubeconfig: Path, directory: Path) -> None:
+    def __init__(
+        self, admin: KubeClient, *, admin_kubeconfig: Path, directory: Path, nats: bool = False
+    ) -> None:
         self.admin = admin
         self.admin_kubeconfig = admin_kubeconfig
         self.directory = directory
+        self.nats = nats
 
     def kubeconfig(self, account: str, node: str) -> Path:
         return self.directory / account / f"{node}.kubeconfig"
 
     async def client(self, account: str, node: str) -> KubeClient:
         path = self.kubeconfig(account, node)
+        await self._bound(
+            node,
+            lambda: issue_kubeconfig(
+                self.admin,
+                admin_kubeconfig=self.admin_kubeconfig,
+                account=account,
+                path=path,
+                node=node,
+            ),
+        )
+        return await KubeClient.connect(kubeconfig=path)
+
+    async def nats_token_file(self, account: str, node: str) -> Path:
+        """A NATS token of ``account`` bound to ``node`` in a file (``CDO_NATS_TOKEN_FILE``),
+        issued afresh like :meth:`client`'s."""
+        path = nats_token_path(self.directory, account, node)
+        return await self._bound(
+            node, lambda: write_token_file(self.admin, account, path=path, node=node)
+        )
+
+    async def _bound(self, node: str, issue: Callable[[], Awaitable[Path]]) -> Path:
+        """``issue()``, again every :data:`NODE_RETRY_S` while ``node`` is not registered."""
         while True:
             try:
-                await issue_kubeconfig(
-                    self.admin,
-                    admin_kubeconfig=self.admin_kubeconfig,
-                    account=account,
-                    path=path,
-                    node=node,
-                )
-                break
+                return await issue()
             except KubeApiError as exc:
                 if not exc.not_found:
                     raise
                 log.info("no Node to bind a token to yet", extra={"node": node})
                 await asyncio.sleep(NODE_RETRY_S)
-        return await KubeClient.connect(kubeconfig=path)

@@ -86,6 +86,14 @@ def _add_up(
         help="leave out the domain controller and the clique allocator",
     )
     parser.add_argument(
+        "--nats-auth",
+        action="store_true",
+        help="NATS identities: the server runs the auth callout, the NATS authenticator runs, "
+        "and every service connects with its own ServiceAccount token (each node's services "
+        "publish only their own node's subjects); prints a reader's token file for "
+        "CDO_NATS_TOKEN_FILE",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=180.0, help="seconds to wait for each step (180)"
     )
 
@@ -133,6 +141,7 @@ def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]
                 wait=not args.no_wait,
                 timeout_s=args.timeout,
                 services=not args.no_services,
+                nats_auth=args.nats_auth,
             ),
             say=say,
         )

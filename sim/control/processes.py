@@ -142,3 +142,12 @@ def nats_ready(monitor_port: int) -> bool | None:
             return True if response.status == 200 else None
     except (urllib.error.URLError, OSError):
         return None
+
+
+def http_ready(probe_url: str) -> bool | None:
+    """True once ``<probe_url>/readyz`` answers 200; None until then."""
+    try:
+        with urllib.request.urlopen(probe_url + "/readyz", timeout=1) as response:
+            return True if response.status == 200 else None
+    except (urllib.error.URLError, OSError):
+        return None

@@ -8,7 +8,8 @@ Four files say what runs there, so that a later command (``cdo status``, ``cdo s
 - ``controlplane.json``, written by ``python -m sim.controlplane``: the domain controller's and
   the clique allocator's pids and probe URLs, and whether both are ready;
 - ``cdo.json``, written by ``cdo sim up``: the processes it started (so ``cdo sim down`` stops
-  exactly those), the NATS URL and where the logs are.
+  exactly those), the NATS URL and where the logs are, and with NATS identities a reader's
+  token file and the authenticator's URL.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
     processes: tuple[Started, ...] = ()
     nats_url: str = ""
     kubeconfig: str = ""
+    nats_token_file: str = ""
+    """With NATS identities (``--nats-auth``): a reader's token file for CDO_NATS_TOKEN_FILE."""
+    nats_auth_url: str = ""
+    """With NATS identities: the authenticator's probe and metrics URL."""
 
 
 def state_dir(given: Path | None) -> Path:

@@ -5,12 +5,16 @@ Each step starts one program as its own background process with its log under
 URL is given), ``python -m sim up`` (the API emulator, kubelets, scheduler, controllers),
 ``python -m sim.controlplane`` (cdo's domain controller and clique allocator, with the CRDs
 and the allocator's webhook registered) and ``python -m sim.nodehost`` (every node's IMEX agent
-and health monitor). The processes are recorded in ``<state dir>/cdo.json`` for ``down``; when
-a step fails, what was started is stopped again, newest first.
+and health monitor). With ``nats_auth`` (``--nats-auth``) the nats-server runs the
+nats-auth-callout component's configuration, and ``python -m services.nats_auth`` (the
+authenticator) starts after the cluster and its identities, before any service
+(:mod:`sim.control.natsauth`). The processes are recorded in ``<state dir>/cdo.json`` for
+``down``; when a step fails, what was started is stopped again, newest first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -18,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.command_errors import CommandError
+from shared.command_errors import CommandError, UsageError
+from sim.control import natsauth
 from sim.control.http import request
 from sim.control.processes import (
     alive,
     free_port,
+    http_ready,
     nats_ready,
     nats_server_binary,
     poll,
@@ -62,6 +68,8 @@ class UpOptions:
     timeout_s: float
     services: bool = True
     """Also run the domain controller and the clique allocator (off: the cluster and nodes only)."""
+    nats_auth: bool = False
+    """NATS identities: the auth callout, the authenticator, every service with its own token."""
 
     @property
     def logs(self) -> Path:
@@ -89,21 +97,30 @@ class _Starting:
 
 def up(options: UpOptions, *, say: Say) -> None:
     state_dir = options.state_dir
+    _check_options(options)
     state_dir.mkdir(parents=True, exist_ok=True)
     _check_not_running(state_dir)
     started = _Starting()
     try:
-        nats_url = _start_nats(options, started, say=say)
+        keys = natsauth.callout_keys(state_dir) if options.nats_auth else None
+        nats_url = _start_nats(options, started, keys=keys, say=say)
         cluster = _start_cluster(options, started, say=say)
+        auth = Auth()
+        if keys is not None:
+            auth = _start_authenticator(
+                options, started, keys=keys, cluster=cluster, nats_url=nats_url, say=say
+            )
         if options.services:
             _start_controlplane(options, started, nats_url=nats_url, say=say)
-        host = _start_nodehost(options, started, nats_url=nats_url)
+        host = _start_nodehost(options, started, nats_url=nats_url, auth=auth)
         write_record(
             state_dir,
             Record(
                 processes=tuple(started.processes),
                 nats_url=nats_url,
                 kubeconfig=cluster.kubeconfig,
+                nats_token_file=auth.reader_token_file,
+                nats_auth_url=auth.probe_url,
             ),
         )
         if options.wait:
@@ -114,8 +131,33 @@ def up(options: UpOptions, *, say: Say) -> None:
         raise
     say("")
     say(f"  kubectl --kubeconfig {cluster.kubeconfig} get nodes")
-    say(f"  export KUBECONFIG={cluster.kubeconfig} CDO_NATS_URL={nats_url}")
+    token = f" CDO_NATS_TOKEN_FILE={auth.reader_token_file}" if auth.reader_token_file else ""
+    say(f"  export KUBECONFIG={cluster.kubeconfig} CDO_NATS_URL={nats_url}{token}")
     say(f"  cdo status | cdo events --follow | cdo sim down      (state: {state_dir})")
+
+
+@dataclass(frozen=True)
+class Auth:
+    """What the services and readers need of a system with NATS identities ("": none)."""
+
+    reader_token_file: str = ""
+    probe_url: str = ""
+    """The authenticator's probe and metrics URL."""
+
+
+def _check_options(options: UpOptions) -> None:
+    if not options.nats_auth:
+        return
+    if options.nats_url is not None:
+        raise UsageError(
+            "--nats-auth starts its own nats-server with the auth callout; "
+            "leave out --nats-url and CDO_NATS_URL"
+        )
+    if not options.services:
+        raise UsageError(
+            "--nats-auth needs the control plane: its domain controller creates the stream "
+            "and the bucket, which no reader may (leave out --no-services)"
+        )
 
 
 def _check_not_running(state_dir: Path) -> None:
@@ -143,16 +185,28 @@ def _check_not_running(state_dir: Path) -> None:
 # -- the steps, in the order they run -----------------------------------------------------------
 
 
-def _start_nats(options: UpOptions, started: _Starting, *, say: Say) -> str:
-    """The NATS URL: the one given, else that of a nats-server started here."""
+def _start_nats(
+    options: UpOptions, started: _Starting, *, keys: natsauth.CalloutKeys | None, say: Say
+) -> str:
+    """The NATS URL: the one given, else that of a nats-server started here (with ``keys``,
+    running the nats-auth-callout component's auth.conf)."""
     if options.nats_url is not None:
         say(f"NATS             {options.nats_url}  (not started here)")
         return options.nats_url
     port, monitor = free_port(4222), free_port()
-    argv = [nats_server_binary(), "--jetstream", "--store_dir", str(options.state_dir / "nats")]
+    argv = [nats_server_binary()]
+    if keys is not None:
+        argv += ["--config", str(natsauth.AUTH_CONF)]
+    argv += ["--jetstream", "--store_dir", str(options.state_dir / "nats")]
     argv += ["--addr", "127.0.0.1", "--port", str(port), "--http_port", str(monitor)]
     nats = started.add(
-        spawn("nats-server", argv, log=options.logs / "nats-server.log", marker="nats-server")
+        spawn(
+            "nats-server",
+            argv,
+            log=options.logs / "nats-server.log",
+            marker="nats-server",
+            env=keys.server_env() if keys is not None else None,
+        )
     )
     if poll(lambda: nats_ready(monitor), timeout_s=30) is None:
         raise CommandError(f"nats-server did not become ready; see {nats.log}")
@@ -179,12 +233,56 @@ def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> Clust
     return cluster
 
 
+def _start_authenticator(
+    options: UpOptions,
+    started: _Starting,
+    *,
+    keys: natsauth.CalloutKeys,
+    cluster: ClusterFile,
+    nats_url: str,
+    say: Say,
+) -> Auth:
+    """The identities (after the cluster, before any service connects) and
+    ``python -m services.nats_auth``, until it answers ready."""
+    prepared = asyncio.run(
+        natsauth.prepare_identities(
+            admin_kubeconfig=Path(cluster.kubeconfig), state_dir=options.state_dir
+        )
+    )
+    port = free_port()
+    process = started.add(
+        spawn(
+            "nats authenticator",
+            [sys.executable, "-m", "services.nats_auth"],
+            log=options.logs / "nats-auth.log",
+            marker="-m services.nats_auth",
+            env=natsauth.authenticator_env(prepared, keys, nats_url=nats_url, http_port=port),
+        )
+    )
+    probe_url = f"http://127.0.0.1:{port}"
+
+    def probe() -> bool | None:
+        _raise_if_exited(process, what="the NATS authenticator")
+        return http_ready(probe_url)
+
+    if poll(probe, timeout_s=options.timeout_s, interval_s=0.2) is None:
+        raise CommandError(
+            f"the NATS authenticator was not ready within {options.timeout_s:.0f} s; "
+            f"see {process.log}"
+        )
+    say(f"nats authenticator  {probe_url}  (pid {process.pid})")
+    return Auth(reader_token_file=str(prepared.reader_token_file), probe_url=probe_url)
+
+
 def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str, say: Say) -> None:
     state_dir = options.state_dir
+    argv = [sys.executable, "-m", "sim.controlplane", "--state-dir", str(state_dir)]
+    if options.nats_auth:
+        argv.append("--nats-auth")
     process = started.add(
         spawn(
             "control plane",
-            [sys.executable, "-m", "sim.controlplane", "--state-dir", str(state_dir)],
+            argv,
             log=options.logs / "controlplane.log",
             marker="-m sim.controlplane",
             env={"CDO_NATS_URL": nats_url},
@@ -204,9 +302,20 @@ def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str
     say(f"control plane    domain controller, clique allocator  (pid {process.pid})")
 
 
-def _start_nodehost(options: UpOptions, started: _Starting, *, nats_url: str) -> Started:
+def _start_nodehost(
+    options: UpOptions, started: _Starting, *, nats_url: str, auth: Auth
+) -> Started:
     argv = [sys.executable, "-m", "sim.nodehost", "--state-dir", str(options.state_dir)]
     argv += ["--nodes", options.nodes, *options.topology_args]
+    nats_env = {}
+    if options.nats_auth:
+        # Each node's services connect with their own tokens; the host's own connection, which
+        # publishes nothing, is a reader's (the control plane has made the stream and bucket).
+        argv.append("--nats-auth")
+        nats_env = {
+            "CDO_NATS_TOKEN_FILE": auth.reader_token_file,
+            "CDO_NATS_MANAGE_JETSTREAM": "false",
+        }
     if options.imex_server_port is not None:
         argv += ["--imex-server-port", str(options.imex_server_port)]
     if options.imex_cmd_port is not None:
@@ -219,6 +328,7 @@ def _start_nodehost(options: UpOptions, started: _Starting, *, nats_url: str) ->
             marker="-m sim.nodehost",
             env={
                 "CDO_NATS_URL": nats_url,
+                **nats_env,
                 "CDO_HTTP_HOST": os.environ.get("CDO_HTTP_HOST", "127.0.0.1"),
                 "CDO_HTTP_PORT": os.environ.get("CDO_HTTP_PORT", "0"),
             },

@@ -37,6 +37,8 @@ class Running:
     nats_url: str
     pids: dict[str, int]
     """Every process the demo started, by name, the services inside the control plane too."""
+    nats_token_file: str = ""
+    """With NATS identities: the reader's token file, for the event feed."""
 
     def log(self, name: str) -> Path:
         return self.state_dir / "logs" / f"{name}.log"
@@ -78,7 +80,9 @@ def free_imex_ports() -> tuple[int, int]:
         return first.getsockname()[1], second.getsockname()[1]
 
 
-def bring_up(state_dir: Path, *, say: Callable[[str], None], timeout_s: float) -> Running:
+def bring_up(
+    state_dir: Path, *, say: Callable[[str], None], timeout_s: float, nats_auth: bool = False
+) -> Running:
     server_port, command_port = free_imex_ports()
     options = simctl.UpOptions(
         state_dir=state_dir,
@@ -89,6 +93,7 @@ def bring_up(state_dir: Path, *, say: Callable[[str], None], timeout_s: float) -
         imex_cmd_port=command_port,
         wait=True,
         timeout_s=timeout_s,
+        nats_auth=nats_auth,
     )
     try:
         simctl.up(options, say=_until_hints(say))
@@ -102,7 +107,11 @@ def bring_up(state_dir: Path, *, say: Callable[[str], None], timeout_s: float) -
     if controlplane is not None:
         pids.update({name: service.pid for name, service in controlplane.services.items()})
     return Running(
-        state_dir=state_dir, kubeconfig=record.kubeconfig, nats_url=record.nats_url, pids=pids
+        state_dir=state_dir,
+        kubeconfig=record.kubeconfig,
+        nats_url=record.nats_url,
+        pids=pids,
+        nats_token_file=record.nats_token_file,
     )
 
 

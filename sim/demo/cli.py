@@ -53,6 +53,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"where the processes keep their state and logs (default {default_state_dir()})",
     )
     parser.add_argument(
+        "--nats-auth",
+        action="store_true",
+        help="NATS identities (cdo sim up --nats-auth): every service with its own token, the "
+        "demo's event feed as a reader",
+    )
+    parser.add_argument(
         "--step-timeout",
         type=float,
         default=Timeouts.step_s,
@@ -110,7 +116,9 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
                 + " (a real node keeps 300 and 30)"
             )
             with tracer.start_as_current_span("bring up"):
-                running = bring_up(state_dir, say=screen.live, timeout_s=UP_TIMEOUT_S)
+                running = bring_up(
+                    state_dir, say=screen.live, timeout_s=UP_TIMEOUT_S, nats_auth=args.nats_auth
+                )
             screen.note(
                 "processes: " + ", ".join(f"{name} {pid}" for name, pid in running.pids.items())
             )
@@ -125,6 +133,7 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
                 for line in keep_lines(
                     kubeconfig=running.kubeconfig,
                     nats_url=running.nats_url,
+                    nats_token_file=running.nats_token_file,
                     state_dir=state_dir,
                     tools=Path(sys.executable).parent,
                 ):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
 
+import msgspec
 from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 from opentelemetry import trace
@@ -29,9 +30,20 @@ class EventFeedError(Exception):
 
 class EventFeed:
     def __init__(
-        self, url: str, *, tally: Tally, show: Callable[[str], None], since: datetime
+        self,
+        url: str,
+        *,
+        tally: Tally,
+        show: Callable[[str], None],
+        since: datetime,
+        token_file: str = "",
     ) -> None:
-        self._settings = client_settings(url, reconnect_forever=True)
+        settings = client_settings(url, reconnect_forever=True)
+        if token_file:  # NATS identities: as the reader whose token the file holds
+            settings = msgspec.structs.replace(
+                settings, user="", password="", token_file=token_file
+            )
+        self._settings = settings
         self._tally = tally
         self._show = show
         self._since = since

@@ -86,7 +86,11 @@ async def _connected(
     client = await KubeClient.connect(kubeconfig=running.kubeconfig, request_timeout_s=10)
     try:
         async with EventFeed(
-            running.nats_url, tally=tally, show=screen.live, since=datetime.now(UTC)
+            running.nats_url,
+            tally=tally,
+            show=screen.live,
+            since=datetime.now(UTC),
+            token_file=running.nats_token_file,
         ) as feed:
             yield client, feed
     finally:

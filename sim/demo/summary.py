@@ -174,10 +174,14 @@ def summary_lines(summary: Summary) -> list[str]:
     return [f"{label:<{width}}  {value}" for label, value in rows]
 
 
-def keep_lines(*, kubeconfig: str, nats_url: str, state_dir: Path, tools: Path) -> list[str]:
-    """How to reach the cluster the demo left running; ``tools``: where kubectl and cdo are."""
+def keep_lines(
+    *, kubeconfig: str, nats_url: str, state_dir: Path, tools: Path, nats_token_file: str = ""
+) -> list[str]:
+    """How to reach the cluster the demo left running; ``tools``: where kubectl and cdo are;
+    ``nats_token_file``: the reader's token, with NATS identities."""
+    token = f" CDO_NATS_TOKEN_FILE={nats_token_file}" if nats_token_file else ""
     return [
-        f"export PATH={tools}:$PATH KUBECONFIG={kubeconfig} CDO_NATS_URL={nats_url}",
+        f"export PATH={tools}:$PATH KUBECONFIG={kubeconfig} CDO_NATS_URL={nats_url}{token}",
         "kubectl get computedomains",
         "cdo status",
         "cdo events --follow",

@@ -9,7 +9,9 @@ with) that ``--nodes`` selects, follows the cluster's power switches, and serves
 (fault injection) at the URL it writes to ``<state dir>/nodehost.json``. It applies cdo's
 identities rendered from deploy/ (:mod:`sim.identities`), and each node's agent and monitor act
 as their own ServiceAccounts with tokens bound to their node (kubeconfigs under
-``<state dir>/identities/<service account>/<node>.kubeconfig``). The runtime's settings
+``<state dir>/identities/<service account>/<node>.kubeconfig``); with ``--nats-auth`` they
+connect to NATS with node-bound tokens of their own too (``<state dir>/identities/nats/``).
+The runtime's settings
 (NATS, probe port, logging, tracing) are the usual ``CDO_*`` variables; the hosted services read
 ``CDO_IMEX_AGENT_*`` and ``CDO_HEALTH_*`` as their own processes do (docs/nodehost.md).
 """
@@ -86,6 +88,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="IMEX command port of every node (default: CDO_IMEX_AGENT_IMEX_CMD_PORT or 50005)",
+    )
+    parser.add_argument(
+        "--nats-auth",
+        action="store_true",
+        help="connect each node's services to NATS with their own node-bound ServiceAccount "
+        "tokens (a server with the auth callout; the host's own connection takes "
+        "CDO_NATS_TOKEN_FILE, a reader's)",
     )
     parser.add_argument(
         "--settings", action="store_true", help="list the CDO_NODEHOST_* settings and exit"
@@ -205,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 client,
                 admin_kubeconfig=Path(info.kubeconfig),
                 directory=state_dir / IDENTITIES_DIR,
+                nats=args.nats_auth,
             ),
         )
         ctx.readiness.add("hosted nodes", lambda: host.ready)

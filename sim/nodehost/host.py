@@ -19,6 +19,9 @@ Every hosted node has, as a GPU node of a real cluster would:
   (:class:`sim.deviceplugin.NvidiaDevicePlugin`), its GPU DRA driver's kubelet plugin where it
   is ``dra`` or ``both`` (:class:`sim.gpudriver.GpuKubeletPlugin`);
 - one NATS connection per service, each with its own metrics registry, as two pods would have;
+  with identities that include NATS (``cdo sim up --nats-auth``), each connects with a token of
+  its own ServiceAccount bound to the node (``CDO_NATS_TOKEN_FILE``), so it may publish only
+  its own node's subjects;
 - with ``identities`` (:class:`sim.identities.NodeIdentities`), one Kubernetes client per
   service, acting as that service's ServiceAccount with a token bound to the node (issued
   afresh at every start of the node's services), as a DaemonSet pod's token is; without, the
@@ -322,8 +325,12 @@ class HostedNode:
         async with contextlib.AsyncExitStack() as stack:
             agent_client = await self._client(stack, IMEX_AGENT_SA)
             monitor_client = await self._client(stack, HEALTH_MONITOR_SA)
-            agent_bus = await self._bus(stack, AGENT, metrics[AGENT], context.tracers.agent)
-            monitor_bus = await self._bus(stack, MONITOR, metrics[MONITOR], context.tracers.monitor)
+            agent_bus = await self._bus(
+                stack, AGENT, IMEX_AGENT_SA, metrics[AGENT], context.tracers.agent
+            )
+            monitor_bus = await self._bus(
+                stack, MONITOR, HEALTH_MONITOR_SA, metrics[MONITOR], context.tracers.monitor
+            )
             agent = ImexAgent(
                 settings=agent_settings(self.topology, layout=context.layout, services=services),
                 nvml=PynvmlNvml(),
@@ -383,10 +390,21 @@ class HostedNode:
         return client
 
     async def _bus(
-        self, stack: contextlib.AsyncExitStack, service: str, metrics: Metrics, tracer: Tracer
+        self,
+        stack: contextlib.AsyncExitStack,
+        service: str,
+        account: str,
+        metrics: Metrics,
+        tracer: Tracer,
     ) -> EventBus:
+        settings = self._context.nats
+        identities = self._context.identities
+        if identities is not None and identities.nats:
+            # NATS identities: this service's own token, bound to this node, as its pod's.
+            path = await identities.nats_token_file(account, self.name)
+            settings = msgspec.structs.replace(settings, user="", password="", token_file=str(path))
         bus = EventBus(
-            self._context.nats, service=service, instance=self.name, metrics=metrics, tracer=tracer
+            settings, service=service, instance=self.name, metrics=metrics, tracer=tracer
         )
         await bus.connect()
         stack.push_async_callback(self._close_bus, bus)

@@ -22,6 +22,8 @@ import nats
 from jsonschema import Draft202012Validator
 from nats.js import api
 
+from shared.bus.token import TokenFile
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_SCHEMAS = ROOT / "proto" / "events"
 SCHEMA_SUFFIX = ".schema.json"
@@ -72,10 +74,12 @@ def violations_of(headers: dict[str, str], body: bytes, *, where: str) -> list[s
     return found
 
 
-async def replay(nats_url: str, *, stream: str = STREAM) -> Replay:
-    """Read ``stream`` from the start to its last message now, checking every one."""
+async def replay(nats_url: str, *, stream: str = STREAM, token_file: str = "") -> Replay:
+    """Read ``stream`` from the start to its last message now, checking every one; with
+    ``token_file`` (NATS identities) as the reader whose token it holds."""
     result = Replay()
-    nc = await nats.connect(nats_url, allow_reconnect=False, connect_timeout=5)
+    token = TokenFile(token_file, variable="token_file") if token_file else None
+    nc = await nats.connect(nats_url, allow_reconnect=False, connect_timeout=5, token=token)
     try:
         js = nc.jetstream()
         state = (await js.stream_info(stream)).state

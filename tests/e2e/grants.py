@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.control.natsauth import AUTHENTICATOR
 from sim.identities import NAMESPACE, SERVICE_ACCOUNTS
 
 SA_PREFIX = f"system:serviceaccount:{NAMESPACE}:"
+CDO_ACCOUNTS = (*SERVICE_ACCOUNTS, AUTHENTICATOR)
+"""cdo's programs' ServiceAccounts: the four services, and the NATS authenticator of the
+systems that run NATS identities (its role is the nats-auth-callout component's)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -54,7 +58,7 @@ def account_of(user: str) -> str | None:
     if not user.startswith(SA_PREFIX):
         return None
     account = user.removeprefix(SA_PREFIX)
-    return account if account in SERVICE_ACCOUNTS else None
+    return account if account in CDO_ACCOUNTS else None
 
 
 def take_record(record: Path, *, session: SessionGrants = SESSION) -> list[str]:

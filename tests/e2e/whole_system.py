@@ -14,6 +14,10 @@ session's record, which ``test_used_grants.py`` checks against deploy/. Before i
 system's JetStream stream is replayed and every event validated against proto/
 (:mod:`tests.e2e.contract`): one that breaks the contract fails the module the same way.
 
+With ``nats_auth`` the system runs NATS identities (``cdo sim up --nats-auth``): the services
+connect with their ServiceAccount tokens, and what reads here (:meth:`WholeSystem.tap`, the
+replay, :meth:`WholeSystem.cdo`) connects as the system's reader, with its token file.
+
 The health monitors' timings are shortened through ``CDO_HEALTH_*`` variables, which the node
 host passes on to them, so a fault recovers within seconds rather than minutes.
 """
@@ -41,6 +45,7 @@ import nats
 from nats.aio.msg import Msg
 
 from shared.bus.cloudevents import decode, lowercase_headers
+from shared.bus.token import TokenFile
 from shared.command_errors import CommandError
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
 from shared.crds.names import (
@@ -235,14 +240,21 @@ class EventTap:
         self.events: list[Event] = []
         self._connection: Any = None
 
-    async def start(self, url: str, subject: str) -> EventTap:
-        self._connection = await nats.connect(url)
+    async def start(self, url: str, subject: str, *, token_file: str = "") -> EventTap:
+        """Listen on ``subject``; with ``token_file`` (a system with NATS identities), as the
+        reader whose token it holds."""
+        token = TokenFile(token_file, variable="token_file") if token_file else None
+        self._connection = await nats.connect(url, token=token)
         await self._connection.subscribe(subject, cb=self._received)
         await self._connection.flush()  # the subscription is in place before anything happens
         return self
 
     async def _received(self, message: Msg) -> None:
         self.events.append(decode(lowercase_headers(message.headers), message.data))
+
+    async def flush(self) -> None:
+        """A round trip to the server: whatever it delivered before has been received."""
+        await self._connection.flush()
 
     def of_type(self, kind: type[Any]) -> list[Any]:
         return [event for event in self.events if isinstance(event, kind)]
@@ -263,6 +275,14 @@ class WholeSystem:
         self.client = client
         self.kubeconfig = Path(record.kubeconfig)
         self.nats_url = record.nats_url
+        self.nats_token_file = record.nats_token_file
+        """With NATS identities: the reader's token file ("" without)."""
+        self.nats_auth_url = record.nats_auth_url
+        """With NATS identities: the authenticator's probe and metrics URL."""
+
+    async def tap(self, subject: str) -> EventTap:
+        """An :class:`EventTap` on ``subject``, as this system's reader."""
+        return await EventTap().start(self.nats_url, subject, token_file=self.nats_token_file)
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -277,11 +297,14 @@ class WholeSystem:
         return out.decode()
 
     async def cdo(self, *args: str) -> str:
-        """``cdo ARGS --state-dir <this system>``, as a user runs it; its stdout."""
+        """``cdo ARGS --state-dir <this system>``, as a user runs it (with NATS identities, as
+        the reader, the token file in CDO_NATS_TOKEN_FILE); its stdout."""
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")}
+        if self.nats_token_file:
+            env["CDO_NATS_TOKEN_FILE"] = self.nats_token_file
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cli", *args, "--state-dir", str(self.state_dir),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         )  # fmt: skip
         out, err = await process.communicate()
         assert process.returncode == 0, f"cdo {' '.join(args)}: {err.decode()}"
@@ -631,10 +654,14 @@ def seated(placement: Placement) -> dict[str, tuple[int, str, int]]:
 
 @contextlib.asynccontextmanager
 async def running_whole_system(
-    env: Mapping[str, str] | None = None, *, topology: Path | None = None
+    env: Mapping[str, str] | None = None,
+    *,
+    topology: Path | None = None,
+    nats_auth: bool = False,
 ) -> AsyncIterator[WholeSystem]:
     """Start everything with ``cdo sim up`` (about 15 s for the default 36 nodes) on
-    ``topology`` (the default two racks when None); stop it and remove its files on exit."""
+    ``topology`` (the default two racks when None), with NATS identities when ``nats_auth``
+    (``--nats-auth``); stop it and remove its files on exit."""
     state_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-"))
     options = simctl.UpOptions(
         state_dir=state_dir,
@@ -645,6 +672,7 @@ async def running_whole_system(
         imex_cmd_port=None,
         wait=True,
         timeout_s=180,
+        nats_auth=nats_auth,
     )
     lines: list[str] = []
     client: KubeClient | None = None
@@ -666,7 +694,7 @@ async def running_whole_system(
             await client.close()
         if came_up and record is not None:
             # Before the system stops: the stream lives in its nats-server.
-            replayed = await contract.replay(record.nats_url)
+            replayed = await contract.replay(record.nats_url, token_file=record.nats_token_file)
         with contextlib.suppress(CommandError):
             await asyncio.to_thread(simctl.down, state_dir, say=lines.append)
         if came_up:

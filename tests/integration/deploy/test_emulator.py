@@ -31,6 +31,7 @@ from tests.integration.deploy.conftest import (
 )
 
 STATEFULSET = ("apps", "StatefulSet")
+BOOTSTRAP_JOB = "cdo-bootstrap"
 ALWAYS_PATCHED = frozenset({"poddisruptionbudget.policy", "statefulset.apps"})
 """kubectl reports these "configured" on every re-apply, against a real cluster too: a PDB's
 selector has patch strategy ``replace`` (its diff is never empty) and the server fills defaults
@@ -183,7 +184,10 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     cluster.apply(write(tmp_path / "objs.yaml", keep))
     assert webhook_bundles(cluster) == []
 
-    result = cluster.run_bootstrap(CDO_BOOTSTRAP_TLS_CERTS="true")
+    flags = bootstrap_flags(overlays["prod"])
+    assert flags["CDO_BOOTSTRAP_TLS_CERTS"] == "true"
+    assert flags["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"
+    result = cluster.run_bootstrap(**flags)
     assert result.returncode == 0, result.stderr
     secrets = cluster.kubectl("get", "secrets", "-n", NAMESPACE, "-o", "json").stdout
     by_name = {s["metadata"]["name"]: s for s in yaml.safe_load(secrets)["items"]}
@@ -193,10 +197,11 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
         "cdo-clique-allocator-webhook-tls",
         "cdo-nats-tls",
         "cdo-imex-tls",
+        "cdo-nats-auth-issuer",
     }
-    assert sorted(by_name["cdo-nats-users"]["data"]) == sorted(
-        ["domain-controller", "clique-allocator", "imex-agent", "health-monitor", "reader"]
-    )
+    static = ["domain-controller", "clique-allocator", "imex-agent", "health-monitor", "reader"]
+    assert sorted(by_name["cdo-nats-users"]["data"]) == sorted([*static, "nats-auth"])
+    assert sorted(by_name["cdo-nats-auth-issuer"]["data"]) == ["public", "seed"]
     for name in ("cdo-clique-allocator-webhook-tls", "cdo-nats-tls", "cdo-imex-tls"):
         assert by_name[name]["type"] == "kubernetes.io/tls"
         assert sorted(by_name[name]["data"]) == ["ca.crt", "tls.crt", "tls.key"]
@@ -214,7 +219,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
 
     # A second run changes nothing; re-applying the manifests keeps the injected bundle.
     versions = {name: s["metadata"]["resourceVersion"] for name, s in by_name.items()}
-    again = cluster.run_bootstrap(CDO_BOOTSTRAP_TLS_CERTS="true")
+    again = cluster.run_bootstrap(**flags)
     assert again.returncode == 0, again.stderr
     secrets = cluster.kubectl("get", "secrets", "-n", NAMESPACE, "-o", "json").stdout
     after = {
@@ -225,6 +230,17 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     cluster.apply(tmp_path / "objs.yaml")
     assert webhook_bundles(cluster) == [ca]
     assert base64.b64decode(ca).startswith(b"-----BEGIN CERTIFICATE-----")
+
+
+def bootstrap_flags(objs: Sequence[Manifest]) -> dict[str, str]:
+    """The rendered Job's literal ``CDO_BOOTSTRAP_*`` settings (what the overlay turns on)."""
+    (job,) = [o for o in objs if o["kind"] == "Job" and o["metadata"]["name"] == BOOTSTRAP_JOB]
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    return {
+        item["name"]: item["value"]
+        for item in env
+        if item["name"].startswith("CDO_BOOTSTRAP_") and "value" in item
+    }
 
 
 def secret_references(workload: Manifest) -> set[str]:

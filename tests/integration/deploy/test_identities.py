@@ -4,11 +4,33 @@ no role is bound to it; the simulator applies exactly the base's identity object
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from sim.identities import IDENTITY_KINDS, SERVICE_ACCOUNTS, identity_objects
-from tests.integration.deploy.conftest import KUSTOMIZE, OVERLAYS, Manifest, render, workloads
+from sim.control.natsauth import (
+    AUTHENTICATOR,
+    READER,
+    AuthIdentities,
+    CalloutKeys,
+    authenticator_env,
+)
+from sim.identities import (
+    IDENTITY_KINDS,
+    NATS_AUTH_COMPONENT,
+    SERVICE_ACCOUNTS,
+    identity_objects,
+)
+from sim.identities import render_with as render_identities_with
+from tests.integration.deploy.conftest import (
+    KUSTOMIZE,
+    OVERLAYS,
+    Manifest,
+    find,
+    render,
+    render_with,
+    workloads,
+)
 
 
 def pod_spec(workload: Manifest) -> Manifest:
@@ -74,3 +96,28 @@ def test_the_simulator_applies_the_base_identities() -> None:
     accounts = {obj["metadata"]["name"] for obj in chosen if obj["kind"] == "ServiceAccount"}
     assert set(SERVICE_ACCOUNTS) <= accounts
     assert set(SERVICE_ACCOUNTS) <= bound_accounts(chosen)
+
+
+def test_the_simulator_takes_the_authenticator_from_the_component(tmp_path: Path) -> None:
+    """``cdo sim up --nats-auth``: the authenticator's identity and settings are deploy/'s."""
+    objs = render_with(tmp_path / "render", (NATS_AUTH_COMPONENT,))
+    assert render_identities_with((NATS_AUTH_COMPONENT,)) == objs
+    chosen = identity_objects(objs)
+    accounts = {o["metadata"]["name"] for o in chosen if o["kind"] == "ServiceAccount"}
+    assert {AUTHENTICATOR, *SERVICE_ACCOUNTS} <= accounts
+    assert AUTHENTICATOR in bound_accounts(chosen)
+    keys = CalloutKeys(seed_file=tmp_path / "issuer.seed", issuer="A", password="pw")
+    prepared = AuthIdentities(
+        kubeconfig=tmp_path / "auth.kubeconfig",
+        reader_token_file=tmp_path / "reader.token",
+        deployment=find(objs, "Deployment", AUTHENTICATOR),
+    )
+    env = authenticator_env(prepared, keys, nats_url="nats://127.0.0.1:4222", http_port=8123)
+    assert env["CDO_NATS_USER"] == "nats-auth"
+    assert env["CDO_NATS_PASSWORD"] == "pw"
+    assert env["CDO_NATS_JETSTREAM"] == "false"
+    assert env["CDO_NATS_AUTH_ISSUER_SEED_FILE"] == str(tmp_path / "issuer.seed")
+    assert env["CDO_NATS_AUTH_KUBECONFIG"] == str(tmp_path / "auth.kubeconfig")
+    assert env["CDO_NATS_AUTH_NAMESPACE"] == "cdo-system"
+    assert env["CDO_NATS_AUTH_READERS"] == READER
+    assert env["CDO_HTTP_PORT"] == "8123"

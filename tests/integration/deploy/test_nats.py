@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import ssl
 import subprocess
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from opentelemetry.sdk.trace import TracerProvider
 
+from services.nats_auth.nkeyjwt import ACCOUNT, Signer
 from shared.bus import EventBus, NatsSettings
 from shared.events import Event
 from shared.metrics import Metrics
@@ -35,6 +37,8 @@ from tests.support.wait import wait_for, wait_for_sync
 from tests.unit.events.samples import sample_events
 
 USERS = ("domain-controller", "clique-allocator", "imex-agent", "health-monitor", "reader")
+CALLOUT_USER = "nats-auth"
+"""The authenticator's static user (components/nats-auth-callout, in prod)."""
 OWN_EVENTS = {
     "domain-controller": {"DomainMembershipChanged"},
     "clique-allocator": {"CliqueCapacity"},
@@ -69,13 +73,20 @@ def write_config(objs: list[Manifest], directory: Path, *, tls: Path | None = No
 
 
 @contextlib.contextmanager
-def running(config: Path, store: Path, *, host: str = "127.0.0.1") -> Iterator[Server]:
+def running(
+    config: Path,
+    store: Path,
+    *,
+    host: str = "127.0.0.1",
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[Server]:
     port, monitor = free_port(), free_port()
-    passwords = {user: f"pw-{user}-{os.getpid()}" for user in USERS}
+    passwords = {user: f"pw-{user}-{os.getpid()}" for user in (*USERS, CALLOUT_USER)}
     log = store / "nats-server.log"
     store.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "POD_NAME": "cdo-nats-0"}
     env.update({env_name(user): password for user, password in passwords.items()})
+    env.update(extra_env or {})
     process = subprocess.Popen(
         [
             nats_server_binary(),
@@ -290,7 +301,9 @@ async def test_reader_cannot_change_the_stream(server: Server) -> None:
 
 
 async def test_prod_config_serves_tls(overlays: dict[str, list[Manifest]], tmp_path: Path) -> None:
-    """The prod overlay's client TLS, with a certificate the bootstrap program issues."""
+    """The prod overlay's client TLS, with a certificate the bootstrap program issues. Prod
+    authenticates through the auth callout (tests/integration/nats_auth): its one static user,
+    the authenticator's, connects here over TLS, and a plain connection is refused."""
     bootstrap = load_bootstrap()
     now = dt.datetime.now(dt.UTC)
     ca = bootstrap.new_ca(now=now)
@@ -301,19 +314,32 @@ async def test_prod_config_serves_tls(overlays: dict[str, list[Manifest]], tmp_p
     (certs / "tls.key").write_bytes(leaf.key)
     (certs / "ca.crt").write_bytes(ca.cert)
     config = write_config(overlays["prod"], tmp_path / "config", tls=certs)
+    assert "auth_callout" in (config.parent / "auth.conf").read_text()
     # One server here: the three-server routes need the cluster's DNS names.
     (config.parent / "cluster.conf").write_text("# no routes in this test\n")
-    with running(config, tmp_path / "store") as started:
+    issuer = Signer.generate(ACCOUNT).public_key
+    with running(config, tmp_path / "store", extra_env={"NATS_AUTH_ISSUER": issuer}) as started:
         tls_url = started.url.replace("nats://", "tls://")
-        secured = Server(url=tls_url, passwords=started.passwords, log=started.log)
-        async with bus_for(secured, "domain-controller", tls_ca_file=str(certs / "ca.crt")) as bus:
-            await bus.ensure_jetstream()
-            await bus.publish(sample_events()[0])
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        client = await nats.connect(
+            tls_url,
+            user=CALLOUT_USER,
+            password=started.passwords[CALLOUT_USER],
+            tls=context,
+            max_reconnect_attempts=0,
+            allow_reconnect=False,
+            connect_timeout=2,
+        )
+        try:
+            assert client.is_connected
+            await client.flush()
+        finally:
+            await client.close()
         with pytest.raises((nats.errors.NoServersError, OSError, asyncio.TimeoutError)):
             await nats.connect(
                 started.url,
-                user="reader",
-                password=started.passwords["reader"],
+                user=CALLOUT_USER,
+                password=started.passwords[CALLOUT_USER],
                 max_reconnect_attempts=0,
                 allow_reconnect=False,
                 connect_timeout=1,

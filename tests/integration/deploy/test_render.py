@@ -44,6 +44,9 @@ OUR_GROUPS = frozenset({"resource.nvidia.com", "cdo.dev"})
 FOREIGN_GROUPS = frozenset({"cert-manager.io"})
 """Custom resources of other projects' CRDs: no schema here to check them against."""
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+NATS_IDENTITIES = {"dev": "user", "prod": "token"}
+"""How each overlay's services authenticate to NATS: a static user and password each (dev), or
+their ServiceAccount token through the auth callout (prod, components/nats-auth-callout)."""
 
 KUBERNETES_VERSION = kubernetes_validate.latest_version()
 
@@ -216,11 +219,43 @@ def test_services_have_probes_resources_and_settings(
         assert [ref["configMapRef"]["name"] for ref in main["envFrom"]] == [
             generated(objs, "ConfigMap", "cdo-common-env")["metadata"]["name"]
         ]
-        assert env["CDO_NATS_USER"]["value"] == service
-        assert env["CDO_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-            "name": "cdo-nats-users",
-            "key": service,
-        }
+        if NATS_IDENTITIES[overlay] == "token":
+            # components/nats-auth-callout: a projected token of audience nats, no password.
+            assert "CDO_NATS_USER" not in env and "CDO_NATS_PASSWORD" not in env, service
+            mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+            volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
+            (source,) = volumes["nats-token"]["projected"]["sources"]
+            assert source["serviceAccountToken"]["audience"] == "nats", service
+            path = f"{mounts['nats-token']}/{source['serviceAccountToken']['path']}"
+            assert env["CDO_NATS_TOKEN_FILE"]["value"] == path, service
+        else:
+            assert "CDO_NATS_TOKEN_FILE" not in env, service
+            assert env["CDO_NATS_USER"]["value"] == service
+            assert env["CDO_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+                "name": "cdo-nats-users",
+                "key": service,
+            }
+
+
+def test_prod_runs_the_nats_authenticator(overlays: dict[str, list[Manifest]]) -> None:
+    """Prod: the auth callout's server config, its authenticator and the issuer key; dev keeps
+    the static users (docs/deploy.md)."""
+    assert sorted(NATS_IDENTITIES) == sorted(OVERLAYS)
+    for overlay, identities in NATS_IDENTITIES.items():
+        objs = overlays[overlay]
+        config = generated(objs, "ConfigMap", "cdo-nats-config")["data"]["auth.conf"]
+        authenticators = [o for o in objs if o["metadata"]["name"] == "cdo-nats-auth"]
+        if identities == "token":
+            assert "auth_callout" in config, overlay
+            deployment = find(objs, "Deployment", "cdo-nats-auth")
+            assert deployment["spec"]["replicas"] == 2
+            server = find(objs, "StatefulSet", "cdo-nats")
+            names = {e["name"] for e in server["spec"]["template"]["spec"]["containers"][0]["env"]}
+            assert {"NATS_AUTH_ISSUER", "NATS_PASSWORD_NATS_AUTH"} <= names
+            job = env_of(find(objs, "Job", "cdo-bootstrap"))
+            assert job["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"]["value"] == "true"
+        else:
+            assert "auth_callout" not in config and authenticators == [], overlay
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

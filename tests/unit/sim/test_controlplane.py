@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sim.controlplane import (
     RESTART_BACKOFF_INITIAL_S,
     RESTART_BACKOFF_MAX_S,
@@ -42,3 +44,25 @@ def test_a_service_gets_its_own_prefixed_settings_and_the_runtime_ones() -> None
     assert env["CDO_CLIQUE_ALLOCATOR_LEASE_NAMESPACE"] == "cdo-system"
     assert env["CDO_CLIQUE_ALLOCATOR_WEBHOOK_PORT"] == "9443"
     assert env["CDO_CLIQUE_ALLOCATOR_LEADER_ELECTION_LEASE_DURATION_S"] == "4"
+
+
+def test_with_nats_identities_a_service_connects_with_its_token_and_no_user() -> None:
+    env = service_env(
+        prefix="CDO_DOMAIN_CONTROLLER_",
+        name="domain-controller",
+        kubeconfig="/state/kubeconfig",
+        http_port=8124,
+        extra={},
+        nats_token_file=Path("/state/identities/nats/cdo-domain-controller.token"),
+    )
+    assert env["CDO_NATS_TOKEN_FILE"] == "/state/identities/nats/cdo-domain-controller.token"
+    # Blank, so that a CDO_NATS_USER in the environment the control plane inherited is not used.
+    assert env["CDO_NATS_USER"] == env["CDO_NATS_PASSWORD"] == ""
+    without = service_env(
+        prefix="CDO_DOMAIN_CONTROLLER_",
+        name="domain-controller",
+        kubeconfig="/state/kubeconfig",
+        http_port=8124,
+        extra={},
+    )
+    assert "CDO_NATS_TOKEN_FILE" not in without and "CDO_NATS_USER" not in without
