@@ -178,9 +178,21 @@ def test_a_program_that_cannot_run_is_a_start_error(tmp_path: Path) -> None:
         spawn(["no-such-imex-program", "-c", "x"], output=tmp_path / "out")
 
 
+def running_its_program(pid: int | None) -> bool | None:
+    # posix_spawn returns once the child has begun exec, before the kernel has set the new
+    # program's arguments: until then /proc shows an empty command line. An agent adopts a
+    # daemon that has long been running, never one that is still being exec'd.
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return True if argv[-2:-1] == [str(CONFIG).encode()] else None
+
+
 async def test_a_recorded_daemon_is_adopted_and_a_reused_pid_is_not(tmp_path: Path) -> None:
     daemon = spawn(STAND_IN, output=tmp_path / "out")
     try:
+        await wait_for(lambda: running_its_program(daemon.pid), what="the stand-in's exec")
         record = DaemonRecord(process=daemon.identity)
         adopted = adopt_process(record, config=CONFIG)
         assert adopted.pid == daemon.pid
