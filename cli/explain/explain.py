@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -28,6 +29,7 @@ from cli.explain.facts import (
 from cli.explain.reasons import Topic, known, meaning
 
 RECENT_EVENTS = 10
+_NEVER = datetime.min.replace(tzinfo=UTC)
 FAILED_PREPARE = "FailedPrepareDynamicResources"
 _REFUSED = re.compile(r"refused \((?P<reason>[A-Za-z]+)\)")
 _DOMAIN_CONDITIONS = ("Ready", "Placed", "Degraded", "Deleting")
@@ -68,6 +70,13 @@ class NodeLine(msgspec.Struct, frozen=True, kw_only=True):
     taints: tuple[str, ...]
 
 
+class EventLine(msgspec.Struct, frozen=True, kw_only=True):
+    """A recent Event, with what its reason means where cdo knows it."""
+
+    event: EventFact
+    what: str = ""
+
+
 class Explanation(msgspec.Struct, frozen=True, kw_only=True):
     target: str
     phase: str
@@ -78,7 +87,7 @@ class Explanation(msgspec.Struct, frozen=True, kw_only=True):
     """Pods of the domain that no slice holds yet."""
     cliques: tuple[CliqueFact, ...] = ()
     nodes: tuple[NodeLine, ...] = ()
-    events: tuple[EventFact, ...] = ()
+    events: tuple[EventLine, ...] = ()
     notes: tuple[str, ...] = ()
 
 
@@ -136,9 +145,10 @@ def _placement_findings(pods: Iterable[PodFact]) -> list[Finding]:
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     for pod in pods:
         placed = pod.placed
-        if placed is None or placed.status == "True":
+        if placed is None:
             continue
-        groups[(placed.reason, placed.message)].append(pod.name)
+        message = "" if placed.status == "True" else placed.message  # "pinned to node X" each
+        groups[(placed.reason, message)].append(pod.name)
     return [
         _finding(
             Topic.PLACEMENT, reason, f"pod{'s' if len(names) > 1 else ''} {_listed(names)}", message
@@ -158,6 +168,28 @@ def _refusal_findings(facts: DomainFacts, pods: Iterable[PodFact]) -> list[Findi
         _finding(Topic.IMEX_CLAIM, reason, f"pod {name}", event.message)
         for (name, reason), event in sorted(seen.items())
     ]
+
+
+def _warning_findings(facts: DomainFacts) -> list[Finding]:
+    """The latest Warning Event of each allocator reason on the domain (a stuck slice, a
+    blocked failover): what the Placement itself does not say."""
+    latest: dict[str, EventFact] = {}
+    for event in _by_time(facts.events):
+        if (
+            event.kind == "ComputeDomain"
+            and event.type == "Warning"
+            and known(Topic.ALLOCATOR, event.reason)
+        ):
+            latest[event.reason] = event
+    return [
+        _finding(Topic.ALLOCATOR, reason, "event on the domain", event.message)
+        for reason, event in latest.items()
+    ]
+
+
+def _by_time(events: Iterable[EventFact]) -> list[EventFact]:
+    """Oldest first; Events without a time before all others."""
+    return sorted(events, key=lambda e: e.last or _NEVER)
 
 
 def member_nodes(facts: DomainFacts) -> list[str]:
@@ -295,16 +327,26 @@ def _cliques(facts: DomainFacts) -> tuple[CliqueFact, ...]:
     return tuple(sorted(facts.cliques, key=lambda c: (c.clique not in own, c.clique)))
 
 
-def _events(facts: DomainFacts) -> tuple[EventFact, ...]:
+def event_meaning(event: EventFact) -> str:
+    """What a recent Event's reason means, where cdo gave it; "" for others'."""
+    reason = refusal(event)
+    if reason is not None:
+        return meaning(Topic.IMEX_CLAIM, reason).what if known(Topic.IMEX_CLAIM, reason) else ""
+    topic = event_topic(event)
+    return meaning(topic, event.reason).what if topic is not None else ""
+
+
+def _events(facts: DomainFacts) -> tuple[EventLine, ...]:
     wanted = {pod.name for pod in _pods_of_interest(facts)}
     chosen = [
         event
-        for event in facts.events
+        for event in _by_time(facts.events)
         if (event.kind == "ComputeDomain" and not facts.pod)
         or (event.kind == "Pod" and event.name in wanted)
     ]
-    chosen.sort(key=lambda e: (e.last is None, e.last), reverse=False)
-    return tuple(chosen[-RECENT_EVENTS:])
+    return tuple(
+        EventLine(event=event, what=event_meaning(event)) for event in chosen[-RECENT_EVENTS:]
+    )
 
 
 def _summary(facts: DomainFacts, findings: list[Finding]) -> str:
@@ -322,6 +364,7 @@ def explain(facts: DomainFacts) -> Explanation:
     findings = (
         ([] if facts.pod else _domain_findings(facts))
         + _placement_findings(pods)
+        + ([] if facts.pod else _warning_findings(facts))
         + _refusal_findings(facts, pods)
         + _node_findings(facts, members)
     )

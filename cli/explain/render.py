@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from cli.explain.explain import Explanation, Finding
-from cli.explain.facts import CliqueFact, EventFact
+from cli.explain.explain import EventLine, Explanation, Finding
+from cli.explain.facts import CliqueFact
 from cli.tables import age, table
 
 _MESSAGE_WIDTH = 160
@@ -40,17 +40,16 @@ def _clique_rows(cliques: Sequence[CliqueFact], now: datetime) -> list[list[str]
     ]
 
 
-def _event_rows(events: Sequence[EventFact], now: datetime) -> list[list[str]]:
-    return [
-        [
-            "-" if e.last is None else age(e.last, now),
-            e.type,
-            e.reason,
-            f"{e.kind}/{e.name}",
-            _short(e.message) + (f" (x{e.count})" if e.count > 1 else ""),
-        ]
-        for e in events
-    ]
+def _event_rows(lines: Sequence[EventLine], now: datetime) -> list[list[str]]:
+    rows = []
+    for line in lines:
+        e = line.event
+        message = _short(e.message) + (f" (x{e.count})" if e.count > 1 else "")
+        if line.what:
+            message += f" [{line.what}]"
+        age_ = "-" if e.last is None else age(e.last, now)
+        rows.append([age_, e.type, e.reason, f"{e.kind}/{e.name}", message])
+    return rows
 
 
 def render(explanation: Explanation, *, now: datetime | None = None) -> str:
