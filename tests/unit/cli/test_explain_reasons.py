@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from msgspec.structs import replace
 
 from cli.explain import MEANINGS, Topic, explain
 from cli.explain.facts import (
@@ -37,7 +38,7 @@ from services.health_monitor import state as health_state
 from services.imex_agent import names as imex_names
 from services.imex_agent import pinning
 from services.imex_agent import status as imex_status
-from shared.events.catalog import ImexDomainState
+from shared.events.vocabulary import ImexDomainState
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIQUE = "9e1c3a52-0000-4000-8000-00000000c0de.1"
@@ -168,33 +169,29 @@ def facts_showing(topic: Topic, reason: str) -> DomainFacts:
                 kind="ComputeDomain", name="d", type="Warning", reason=reason,
                 message=f"why: {reason}", last=now,
             )  # fmt: skip
-            return DomainFacts(**{**_fields(base), "events": (event,)})
+            return replace(base, events=(event,))
         case Topic.DOMAIN:
-            return DomainFacts(**{**_fields(base), "conditions": (condition("Ready", reason),)})
+            return replace(base, conditions=(condition("Ready", reason),))
         case Topic.IMEX_NODE:
             sick = NodeFact(
                 name="n1", clique=CLIQUE, imex_ready=condition("cdo.dev/ImexReady", reason)
             )
-            return DomainFacts(**{**_fields(base), "nodes": (sick,), "pods": (pod,)})
+            return replace(base, nodes=(sick,), pods=(pod,))
         case Topic.IMEX_CLAIM:
             event = EventFact(
                 kind="Pod", name="d-0", type="Warning", reason="FailedPrepareDynamicResources",
                 message=f"prepare claim ml/d-0-c: refused ({reason}): why", last=now,
             )  # fmt: skip
-            return DomainFacts(**{**_fields(base), "pods": (pod,), "events": (event,)})
+            return replace(base, pods=(pod,), events=(event,))
         case Topic.IMEX_DOMAIN:
             state = ImexFact(node="n1", daemon_state="READY", domain_state=reason)
-            return DomainFacts(**{**_fields(base), "nodes": (node,), "imex": (state,)})
+            return replace(base, nodes=(node,), imex=(state,))
         case Topic.GPU_HEALTH:
             sick = NodeFact(
                 name="n1", clique=CLIQUE, gpu_healthy=condition("cdo.dev/GpuHealthy", reason)
             )
-            return DomainFacts(**{**_fields(base), "nodes": (sick,)})
+            return replace(base, nodes=(sick,))
     raise AssertionError(topic)
-
-
-def _fields(facts: DomainFacts) -> dict[str, object]:
-    return {name: getattr(facts, name) for name in facts.__struct_fields__}
 
 
 @pytest.mark.parametrize(("topic", "reason"), CASES, ids=[f"{t}-{r}" for t, r in CASES])
