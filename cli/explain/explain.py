@@ -33,7 +33,9 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 FAILED_PREPARE = "FailedPrepareDynamicResources"
 _REFUSED = re.compile(r"refused \((?P<reason>[A-Za-z]+)\)")
 _DOMAIN_CONDITIONS = ("Ready", "Placed", "Degraded", "Deleting")
-_EVENT_TOPICS = (Topic.PLACEMENT, Topic.ALLOCATOR, Topic.DOMAIN)
+_EVENT_TOPICS = (Topic.ALLOCATOR, Topic.DOMAIN, Topic.PLACEMENT)
+"""Where a domain Event's reason is looked up, in order: ``Placed`` on a domain is the
+controller's (the domain is placed), not a pod's condition."""
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):
@@ -176,7 +178,7 @@ def _warning_findings(facts: DomainFacts) -> list[Finding]:
     latest: dict[str, EventFact] = {}
     for event in _by_time(facts.events):
         if (
-            event.kind == "ComputeDomain"
+            _on_domain(event, facts)
             and event.type == "Warning"
             and known(Topic.ALLOCATOR, event.reason)
         ):
@@ -185,6 +187,10 @@ def _warning_findings(facts: DomainFacts) -> list[Finding]:
         _finding(Topic.ALLOCATOR, reason, "event on the domain", event.message)
         for reason, event in latest.items()
     ]
+
+
+def _on_domain(event: EventFact, facts: DomainFacts) -> bool:
+    return event.kind == "ComputeDomain" and event.name == facts.name
 
 
 def _by_time(events: Iterable[EventFact]) -> list[EventFact]:
@@ -341,7 +347,7 @@ def _events(facts: DomainFacts) -> tuple[EventLine, ...]:
     chosen = [
         event
         for event in _by_time(facts.events)
-        if (event.kind == "ComputeDomain" and not facts.pod)
+        if (_on_domain(event, facts) and not facts.pod)
         or (event.kind == "Pod" and event.name in wanted)
     ]
     return tuple(

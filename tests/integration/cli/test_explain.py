@@ -71,6 +71,10 @@ async def waiting(kube_client: KubeClient) -> KubeClient:
         kube_client, "ml", kind="ComputeDomain", name="big", reason="CliqueFull",
         message="slice 0 must grow by 2 pods",
     )  # fmt: skip
+    await objects.event(
+        kube_client, "ml", kind="ComputeDomain", name="another", reason="FailoverBlocked",
+        message="another domain's trouble",
+    )  # fmt: skip
     return kube_client
 
 
@@ -137,6 +141,7 @@ async def test_a_waiting_gang_says_why_per_reason_and_shows_capacity(
     assert cliques[B][1:4] == ["2/2", "12/12", "8"]
     assert "note: NATS at" in out and "capacity computed from the nodes" in out
     assert "Warning  CliqueFull  ComputeDomain/big" in out
+    assert "another" not in out
 
 
 async def test_json_and_yaml_carry_the_same_findings(
