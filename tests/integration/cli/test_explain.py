@@ -141,7 +141,7 @@ async def test_a_waiting_gang_says_why_per_reason_and_shows_capacity(
     assert cliques[B][1:4] == ["2/2", "12/12", "8"]
     assert "note: NATS at" in out and "capacity computed from the nodes" in out
     assert "Warning  CliqueFull  ComputeDomain/big" in out
-    assert "another" not in out
+    assert "another domain's trouble" not in out
 
 
 async def test_json_and_yaml_carry_the_same_findings(
