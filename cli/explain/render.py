@@ -77,7 +77,8 @@ def render(explanation: Explanation, *, now: datetime | None = None) -> str:
     else:
         lines.append("  not placed")
     if e.waiting_pods:
-        lines.append(f"  {e.waiting_pods} pods still gated (waiting for a slot)")
+        pods = "1 pod" if e.waiting_pods == 1 else f"{e.waiting_pods} pods"
+        lines.append(f"  {pods} still gated (waiting for a slot)")
     lines += ["", "CLIQUES (capacity)"]
     if e.cliques:
         lines += [
