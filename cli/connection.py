@@ -6,6 +6,8 @@ simulated cluster's state directory, a default:
 | setting | option | environment | state directory | default |
 |---|---|---|---|---|
 | kubeconfig | ``--kubeconfig`` | ``KUBECONFIG`` (first existing path) | ``cluster.json`` | none |
+| context | ``--context`` | | | the kubeconfig's current context |
+| namespace | ``-n`` | | | the context's namespace, else ``default`` |
 | NATS URL | ``--nats-url`` | ``CDO_NATS_URL`` | ``cdo.json`` | ``nats://127.0.0.1:4222`` |
 """
 
@@ -19,6 +21,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from opentelemetry import trace
 
 from shared.bus import EventBus, NatsSettings
@@ -46,9 +49,16 @@ class Endpoints:
     kubeconfig_from: str
     nats_url: str
     nats_url_from: str
+    context: str | None = None
 
 
-def resolve(*, state_dir: Path, kubeconfig: str | None, nats_url: str | None) -> Endpoints:
+def resolve(
+    *,
+    state_dir: Path,
+    kubeconfig: str | None,
+    nats_url: str | None,
+    context: str | None = None,
+) -> Endpoints:
     """Apply the precedence in the module docstring."""
     config, config_from = kubeconfig, "--kubeconfig"
     if not config:
@@ -74,6 +84,7 @@ def resolve(*, state_dir: Path, kubeconfig: str | None, nats_url: str | None) ->
         kubeconfig_from=config_from,
         nats_url=url,
         nats_url_from=url_from,
+        context=context,
     )
 
 
@@ -83,7 +94,38 @@ def endpoints_from(args: argparse.Namespace) -> Endpoints:
         state_dir=state_dir_from(args),
         kubeconfig=getattr(args, "kubeconfig", None),
         nats_url=getattr(args, "nats_url", None),
+        context=getattr(args, "context", None),
     )
+
+
+DEFAULT_NAMESPACE = "default"
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig's context (``context``, else its current one), as kubectl
+    takes it; ``default`` when the context names none or the file cannot be read."""
+    if not kubeconfig:
+        return DEFAULT_NAMESPACE
+    try:
+        document = yaml.safe_load(Path(kubeconfig).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return DEFAULT_NAMESPACE
+    if not isinstance(document, dict):
+        return DEFAULT_NAMESPACE
+    wanted = context or document.get("current-context")
+    for entry in document.get("contexts") or ():
+        if isinstance(entry, dict) and entry.get("name") == wanted:
+            namespace = (entry.get("context") or {}).get("namespace")
+            return str(namespace) if namespace else DEFAULT_NAMESPACE
+    return DEFAULT_NAMESPACE
+
+
+def namespace_from(args: argparse.Namespace, endpoints: Endpoints) -> str | None:
+    """``-n``, else the context's namespace; None with ``-A`` (every namespace)."""
+    if getattr(args, "all_namespaces", False):
+        return None
+    given = getattr(args, "namespace", None)
+    return given or context_namespace(endpoints.kubeconfig, endpoints.context)
 
 
 def state_dir_from(args: argparse.Namespace) -> Path:
@@ -107,7 +149,9 @@ async def connect_kube(endpoints: Endpoints) -> KubeClient:
         )
     try:
         return await KubeClient.connect(
-            kubeconfig=endpoints.kubeconfig, request_timeout_s=REQUEST_TIMEOUT_S
+            kubeconfig=endpoints.kubeconfig,
+            context=endpoints.context,
+            request_timeout_s=REQUEST_TIMEOUT_S,
         )
     except Exception as exc:  # the loader raises several unrelated types for a bad file
         raise UnreachableError(

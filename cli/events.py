@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
 from cli.connection import connect_nats, endpoints_from, nats_settings
+from cli.output import add_output_option
 from shared.bus import EventBus, StartAt
 from shared.bus.cloudevents import decode, format_time, lowercase_headers
 from shared.command_errors import CommandError, UsageError
@@ -212,7 +213,10 @@ def add_parser(
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--since", help="from a time: 10m, 2h, 1d, or 2025-01-31T12:00:00Z")
     start.add_argument("--from-seq", type=int, help="from this stream sequence number")
-    parser.add_argument("--json", action="store_true", help="one JSON object per event")
+    add_output_option(parser, formats=("json",))
+    parser.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="the same as -o json"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -225,7 +229,7 @@ async def _run(args: argparse.Namespace) -> None:
         subject=subject_pattern(args.subject),
         start=start_at(since=args.since, from_seq=args.from_seq, now=lambda: datetime.now(UTC)),
         follow=args.follow,
-        as_json=args.json,
+        as_json=args.output == "json",
     )
     bus = await connect_nats(endpoints, reconnect_forever=args.follow)
     try:

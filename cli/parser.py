@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli import events, status
+from cli import completion, events, explain, status, top
+from shared.version import version
 from sim.control import commands as sim_commands
 
 EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 usage, 3 cluster or NATS unreachable"
@@ -31,6 +32,11 @@ def connection_options() -> argparse.ArgumentParser:
         help="kubeconfig of the cluster (default: $KUBECONFIG, else the simulated cluster's)",
     )
     group.add_argument(
+        "--context",
+        default=argparse.SUPPRESS,
+        help="the kubeconfig context to use (default: its current context)",
+    )
+    group.add_argument(
         "--nats-url",
         default=argparse.SUPPRESS,
         help="NATS server (default: $CDO_NATS_URL, else the one cdo sim up started, else "
@@ -42,16 +48,22 @@ def connection_options() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "cdo") -> argparse.ArgumentParser:
+    """The whole command line; ``prog`` is ``kubectl cdo`` when run as a kubectl plugin."""
     common = connection_options()
     parser = argparse.ArgumentParser(
-        prog="cdo",
-        description="Look at cdo's ComputeDomains and events; run the simulated cluster.",
+        prog=prog,
+        description="Look at cdo's ComputeDomains and events, explain why a domain waits; "
+        "run the simulated cluster.",
         parents=[common],
         epilog=EXIT_CODES,
     )
+    parser.add_argument("--version", action="version", version=f"cdo {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     status.add_parser(commands, common=common, epilog=EXIT_CODES)
+    explain.add_parser(commands, common=common, epilog=EXIT_CODES)
+    top.add_parser(commands, common=common, epilog=EXIT_CODES)
     events.add_parser(commands, common=common, epilog=EXIT_CODES)
     sim_commands.add_parser(commands, common=common, epilog=EXIT_CODES)
+    completion.add_parser(commands, common=common, epilog=EXIT_CODES)
     return parser

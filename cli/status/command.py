@@ -21,6 +21,7 @@ from cli.connection import (
     endpoints_from,
     kube_unreachable,
 )
+from cli.output import add_namespace_options, add_output_option, structured, write_document
 from cli.status.render import render
 from cli.status.report import Report, clique_row, domain_row, node_groups
 from shared.bus import EventBus
@@ -32,6 +33,9 @@ from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.models import Node
 from shared.kube.resources import NODES
+
+DOMAIN_KIND = "computedomain.resource.nvidia.com"
+"""The kind/name prefix of ``-o name``, as kubectl prints it."""
 
 
 class _DomainList(msgspec.Struct):
@@ -103,14 +107,22 @@ async def gather(endpoints: Endpoints) -> tuple[Report, list[CommandError]]:
     return report, failures
 
 
-async def status(endpoints: Endpoints, *, as_json: bool, out: TextIO) -> None:
-    """Print the report; raise the most serious failure after printing what was read."""
+async def status(
+    endpoints: Endpoints, *, output: str, out: TextIO, namespace: str | None = None
+) -> None:
+    """Print the report (domains of ``namespace`` only, when given); raise the most serious
+    failure after printing what was read."""
     report, failures = await gather(endpoints)
-    if as_json:
-        out.write(msgspec.json.encode(report).decode() + "\n")
+    if namespace is not None:
+        report.domains = [row for row in report.domains if row.namespace == namespace]
+    if structured(output):
+        write_document(report, output, out)
+    elif output == "name":
+        out.write("".join(f"{DOMAIN_KIND}/{row.name}\n" for row in report.domains))
+        out.flush()
     else:
-        out.write(render(report) + "\n")
-    out.flush()
+        out.write(render(report, wide=output == "wide") + "\n")
+        out.flush()
     if failures:
         unreachable = [f for f in failures if isinstance(f, UnreachableError)]
         first = (unreachable or failures)[0]
@@ -133,8 +145,14 @@ def add_parser(
         "with capacity (snapshots on NATS); nodes by clique with readiness and faults.",
         epilog=epilog,
     )
-    parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
+    add_namespace_options(parser, all_help="domains of every namespace (the default)")
+    add_output_option(parser)
+    parser.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="the same as -o json"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
-    asyncio.run(status(endpoints_from(args), as_json=args.json, out=sys.stdout))
+    endpoints = endpoints_from(args)
+    namespace = None if args.all_namespaces else args.namespace
+    asyncio.run(status(endpoints, output=args.output, out=sys.stdout, namespace=namespace))

@@ -7,16 +7,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from cli.status.report import DomainClique, DomainRow, Member, Report
+from cli.tables import age, table
 
 _UNAVAILABLE = "  unavailable (see the error below)"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in (headers, *rows)
-    ]
 
 
 def _members_lines(members: Sequence[Member], *, indent: str) -> list[str]:
@@ -51,9 +44,9 @@ def domain_lines(domain: DomainRow) -> list[str]:
     return lines
 
 
-def _domain_cells(domain: DomainRow) -> list[str]:
+def _domain_cells(domain: DomainRow, *, wide: bool = False) -> list[str]:
     several = domain.several_cliques
-    return [
+    cells = [
         domain.namespace,
         domain.name,
         domain.phase + (f" ({domain.reason})" if domain.reason else ""),
@@ -61,12 +54,23 @@ def _domain_cells(domain: DomainRow) -> list[str]:
         "-" if several or domain.channel is None else str(domain.channel),
         f"{domain.ready_members}/{len(domain.members)} ready",
     ]
+    if wide:
+        pods = sum(entry.pods for entry in domain.cliques)
+        running = sum(entry.running_pods for entry in domain.cliques)
+        slices = sum(len(entry.slices) for entry in domain.cliques)
+        cells += [
+            str(slices),
+            f"{running}/{pods}",
+            ", ".join(m.node for m in domain.members) or "-",
+        ]
+    return cells
 
 
-def render(report: Report, *, now: datetime | None = None) -> str:
+def render(report: Report, *, now: datetime | None = None, wide: bool = False) -> str:
+    """The tables; ``wide`` adds each domain's slices, pods running and member nodes."""
     now = now or datetime.now(UTC)
     lines = ["DOMAINS (Kubernetes API)"]
-    lines += _domains_section(report) if report.kubernetes_reachable else [_UNAVAILABLE]
+    lines += _domains_section(report, wide=wide) if report.kubernetes_reachable else [_UNAVAILABLE]
     lines += ["", "CLIQUES (capacity snapshots on NATS)"]
     lines += _cliques_section(report, now) if report.nats_reachable else [_UNAVAILABLE]
     lines += ["", "NODES BY CLIQUE (Kubernetes API)"]
@@ -75,13 +79,14 @@ def render(report: Report, *, now: datetime | None = None) -> str:
     return "\n".join(lines)
 
 
-def _domains_section(report: Report) -> list[str]:
+def _domains_section(report: Report, *, wide: bool) -> list[str]:
     if not report.domains:
         return ["  no ComputeDomains"]
-    rows = [_domain_cells(domain) for domain in report.domains]
-    table = _table(["NAMESPACE", "NAME", "PHASE", "CLIQUE", "CHANNEL", "MEMBERS"], rows)
-    lines = [table[0]]
-    for domain, line in zip(report.domains, table[1:], strict=True):
+    rows = [_domain_cells(domain, wide=wide) for domain in report.domains]
+    headers = ["NAMESPACE", "NAME", "PHASE", "CLIQUE", "CHANNEL", "MEMBERS"]
+    drawn = table([*headers, "SLICES", "PODS RUNNING", "NODES"] if wide else headers, rows)
+    lines = [drawn[0]]
+    for domain, line in zip(report.domains, drawn[1:], strict=True):
         lines.append(line)
         lines += domain_lines(domain)
     return lines
@@ -98,12 +103,12 @@ def _cliques_section(report: Report, now: datetime) -> list[str]:
             str(clique.largest_free_block),
             str(clique.domains),
             str(clique.channels_free),
-            _age(clique.as_of, now),
+            age(clique.as_of, now),
         ]
         for clique in report.cliques
     ]
     headers = ["CLIQUE", "NODES OK", "GPUS FREE", "LARGEST FREE", "DOMAINS", "CHANNELS", "AGE"]
-    return _table(headers, rows)
+    return table(headers, rows)
 
 
 def _nodes_section(report: Report) -> list[str]:
@@ -119,13 +124,4 @@ def _nodes_section(report: Report) -> list[str]:
         ]
         for group in report.nodes
     ]
-    return _table(["CLIQUE", "NODES", "READY", "IMEX READY", "GPU FAULT"], rows)
-
-
-def _age(moment: datetime, now: datetime) -> str:
-    seconds = max(0, int((now - moment).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
+    return table(["CLIQUE", "NODES", "READY", "IMEX READY", "GPU FAULT"], rows)

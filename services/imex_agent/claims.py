@@ -56,6 +56,12 @@ class ClaimRefusedError(CdoError):
         self.reason = reason
 
 
+def refused_error(error: ClaimRefusedError) -> str:
+    """The error the kubelet gets (and shows in the pod's Events): ``refused (Reason): why``,
+    so that ``cdo explain`` can tell the reason."""
+    return f"refused ({error.reason}): {error}" if error.reason else str(error)
+
+
 class PlacementMeta(KubeObject, frozen=True, kw_only=True):
     """A Placement's metadata: enough to tell whose it is."""
 

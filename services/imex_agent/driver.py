@@ -34,7 +34,12 @@ from opentelemetry.util.types import AnyValue
 from services.imex_agent.cdi import CdiStore, ChannelGrant, device_id, render_spec
 from services.imex_agent.channels import ChannelDeviceError, ChannelDevices
 from services.imex_agent.checkpoint import CheckpointData, CheckpointStore, ClaimRecord
-from services.imex_agent.claims import ClaimRefusedError, Resolution, WithoutChannel
+from services.imex_agent.claims import (
+    ClaimRefusedError,
+    Resolution,
+    WithoutChannel,
+    refused_error,
+)
 from services.imex_agent.metrics import AgentMetrics
 from services.imex_agent.readiness import (
     ImexNotReadyError,
@@ -188,7 +193,7 @@ class ChannelDriver:
                 "claim refused",
                 extra={"claim": _name(claim), "reason": exc.reason, "error": str(exc)},
             )
-            return PrepareResult(error=str(exc))
+            return PrepareResult(error=refused_error(exc))
         except (KubeApiError, ChannelDeviceError, OSError) as exc:
             self._metrics.dra_requests.labels("prepare", "error").inc()
             log.warning("prepare failed", extra={"claim": _name(claim), "error": str(exc)})

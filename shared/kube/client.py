@@ -40,13 +40,18 @@ class KubeClient:
 
     @classmethod
     async def connect(
-        cls, *, kubeconfig: str | Path | None = None, request_timeout_s: float = 30.0
+        cls,
+        *,
+        kubeconfig: str | Path | None = None,
+        context: str | None = None,
+        request_timeout_s: float = 30.0,
     ) -> KubeClient:
-        """From a kubeconfig file, else the in-cluster service account."""
+        """From a kubeconfig file (its ``context``, else its current one), else the in-cluster
+        service account."""
         configuration = k8s.Configuration()
         if kubeconfig:
             await k8s_config.load_kube_config(
-                config_file=str(kubeconfig), client_configuration=configuration
+                config_file=str(kubeconfig), context=context, client_configuration=configuration
             )
         else:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

@@ -1,8 +1,11 @@
-"""``python -m sim`` as a user runs it: up, status, power off/on, kubectl against it, clean stop."""
+"""``python -m sim`` as a user runs it: up, status, power off/on, kubectl against it, clean stop;
+and ``cdo explain`` / ``cdo top cliques`` (also as ``kubectl cdo``) on the whole system."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -10,8 +13,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
+from shared.crds.names import PLACED_CONDITION
+from tests.e2e.whole_system import SYSTEM_STEP_S, gated, running_whole_system
 from tests.support.processes import ProgramProcess
-from tests.support.wait import wait_for_sync
+from tests.support.wait import wait_for, wait_for_sync
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 
@@ -71,3 +78,64 @@ def test_a_bad_topology_names_the_field(tmp_path: Path) -> None:
     result = sim(tmp_path, "up", "--topology", str(bad))
     assert result.returncode != 0
     assert "nodes_per_rack" in result.stderr
+
+
+async def kubectl_cdo(kubeconfig: str, state: Path, *args: str) -> str:
+    """``kubectl cdo ARGS``: the real kubectl finding the plugin on PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "CDO_NATS_URL"}
+    env["PATH"] = f"{KUBECTL.parent}{os.pathsep}{env.get('PATH', '')}"
+    env["KUBECONFIG"] = kubeconfig  # kubectl takes no flags before a plugin's name
+    process = await asyncio.create_subprocess_exec(
+        str(KUBECTL), "cdo", *args, "--state-dir", str(state),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode == 0, f"kubectl cdo {' '.join(args)}: {err.decode()}"
+    return out.decode()
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_explain_and_top_on_the_whole_system() -> None:
+    async with running_whole_system() as system:
+        await system.create_namespace("why")
+        await system.create_workload("why", "small", replicas=2, gpus=4)
+        # 40 pods of 4 GPUs: more than the 144 GPUs of the two racks.
+        await system.create_workload("why", "huge", replicas=40, gpus=4)
+        await system.wait_domain_ready("why", "small", nodes=2)
+
+        async def held() -> bool | None:
+            pods = await system.pods("why", "app=huge")
+            reasons = {
+                c.reason for pod in pods if gated(pod) and (c := pod.condition(PLACED_CONDITION))
+            }
+            return True if len(pods) == 40 and reasons == {"LargerThanCluster"} else None
+
+        await wait_for(held, timeout=SYSTEM_STEP_S, interval=0.3, what="huge held")
+
+        ready = await system.cdo("explain", "small", "-n", "why")
+        assert ready.startswith("computedomain why/small: Ready\n")
+        assert "nothing waits" in ready
+        assert "huge" not in ready  # another domain's events are not this one's
+        members = [line.split() for line in ready.split("NODES (members")[1].splitlines()[2:4]]
+        assert [row[2:6] for row in members] == [["True", "True", "True", "UP"]] * 2
+        assert "note:" not in ready
+
+        huge = json.loads(await system.cdo("explain", "huge", "-A", "-o", "json"))
+        assert huge["phase"] == "Pending"
+        (finding,) = [f for f in huge["findings"] if f["topic"] == "placement"]
+        assert finding["reason"] == "LargerThanCluster"
+        assert finding["subject"].startswith("pods huge-")
+        assert {c["source"] for c in huge["cliques"]} == {"snapshot"}
+
+        top = json.loads(await system.cdo("top", "cliques", "-o", "json"))
+        assert [(c["gpus_total"], c["source"]) for c in top["cliques"]] == [(72, "snapshot")] * 2
+        assert sum(c["gpus_free"] for c in top["cliques"]) == 144 - 8
+
+        pod = (await system.pods("why", "app=huge"))[0].metadata.name
+        text = await kubectl_cdo(str(system.kubeconfig), system.state_dir, "explain",
+                                 f"pod/{pod}", "-n", "why")  # fmt: skip
+        assert text.startswith(f"pod why/{pod} (of computedomain why/huge): Pending")
+        assert "! LargerThanCluster (pod " in text
+        await system.clean_up("why")

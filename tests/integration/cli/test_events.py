@@ -78,6 +78,10 @@ async def test_from_a_sequence_a_time_and_a_subject(
 
     recent = await acdo("events", "--since", "1h", *common)
     assert len(recent.stdout.splitlines()) == 5
+
+    # kubectl's spelling: -o json is --json.
+    spelled = await acdo("events", "--from-seq", "4", *common[:-1], "-o", "json")
+    assert spelled.stdout == later.stdout
     future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     none = await acdo("events", "--since", future, *common)
     assert none.code == 0 and none.stdout == ""

@@ -14,6 +14,9 @@ from tests.integration.cli.conftest import cdo, dead_kubeconfig
 COMMANDS = [
     [],
     ["status"],
+    ["explain"],
+    ["top"],
+    ["completion"],
     ["events"],
     ["sim"],
     ["sim", "up"],
@@ -48,6 +51,17 @@ def test_the_console_entry_point_runs() -> None:
         (["events", "--since", "10m", "--from-seq", "3"], "not allowed with argument"),
         (["events", "--since", "yesterday"], "--since 'yesterday'"),
         (["events", "--from-seq", "0"], "--from-seq counts from 1"),
+        (["explain"], "required: DOMAIN|pod/NAME"),
+        (["explain", "node/n1"], "give a ComputeDomain name, computedomain/NAME or pod/NAME"),
+        (["explain", "pod/"], "name the pod after 'pod/'"),
+        (["explain", "pod/p", "-A"], "explain pod/NAME needs a namespace (-n), not -A"),
+        (["explain", "d", "-n", "ml", "-A"], "argument -A/--all-namespaces: not allowed with"),
+        (["explain", "d", "-o", "wide"], "argument -o/--output: invalid choice: 'wide'"),
+        (["status", "-o", "table"], "argument -o/--output: invalid choice: 'table'"),
+        (["top"], "required: resource"),
+        (["top", "nodes"], "argument resource: invalid choice: 'nodes'"),
+        (["completion", "fish"], "argument shell: invalid choice: 'fish'"),
+        (["status", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["sim", "power", "sideways", "n1"], "invalid choice"),
         (["sim", "fault", "n1"], "give exactly one fault"),
         (["sim", "fault", "n1", "--xid", "79", "--clear"], "got --xid, --clear"),
@@ -92,6 +106,18 @@ def test_unreachable_cluster_exits_3_and_says_what_it_tried(tmp_path: Path) -> N
     nothing = cdo("status", "--state-dir", str(tmp_path / "empty"), env={"CDO_NATS_URL": ""})
     assert nothing.code == 3
     assert "no cluster to ask" in nothing.stderr
+
+
+@pytest.mark.parametrize("argv", [["explain", "d"], ["top", "cliques"]])
+def test_without_a_cluster_one_line_names_what_to_set(argv: list[str], tmp_path: Path) -> None:
+    nats = f"nats://127.0.0.1:{free_port()}"
+    result = cdo(*argv, "--state-dir", str(tmp_path), "--nats-url", nats)
+    assert result.code == 3
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "pass --kubeconfig, set KUBECONFIG, or start the simulated cluster" in lines[0]
+    if argv[0] == "top":
+        assert f"NATS at {nats} (from --nats-url) does not answer" in lines[0]
 
 
 @pytest.mark.parametrize(

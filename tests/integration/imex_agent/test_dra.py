@@ -237,12 +237,14 @@ async def test_claims_that_cannot_be_served_are_refused_with_the_reason(node: No
     )
     results = await prepare(node, far, plain, copied, unreserved)
     assert results[far.uid].error == (
+        "refused (OtherClique): "
         "pod far-pod is placed in slice 0 of ComputeDomain ml/far, which is in clique "
         f"'00000000-0000-0000-0000-000000000001.1'; node {node.sim.name} is in clique "
         f"'{node.clique}'"
     )
     assert "not made from a ComputeDomain's claim template" in results[plain.uid].error
     assert results[copied.uid].error == (
+        "refused (NotPinned): "
         "pod copied-pod (uid uid-copied-pod) is not a member of ComputeDomain ml/here: the "
         "allocator pinned no pod of that name for it, so ResourceClaim ml/copied gets no "
         f"channel on node {node.sim.name}"
