@@ -14,7 +14,12 @@ controllers work unchanged; everything else is ``cdo_*``.
 
 from __future__ import annotations
 
+import platform
+
 from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -22,6 +27,8 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+
+from shared.version import version
 
 # The *_created series double every counter for little use; scrapers do not need them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -39,11 +46,20 @@ RECONCILE_BUCKETS = (
 
 
 class Metrics:
-    """The instruments every cdo service shares, and the registry its own ones join."""
+    """The instruments every cdo service shares, and the registry its own ones join.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    With ``service``, the registry also describes the process: ``cdo_build_info`` and the
+    standard process, platform and garbage-collector collectors (``process_*``,
+    ``python_info``, ``python_gc_*``), as every service's registry has them.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, service: str | None = None
+    ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
+        if service is not None:
+            _describe_process(r, service=service)
         self.messages_published = Counter(
             "cdo_bus_messages_published",
             "Events published on the bus, by CloudEvent type.",
@@ -200,3 +216,24 @@ class Metrics:
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""
         return bytes(generate_latest(self.registry))
+
+
+def _describe_process(registry: CollectorRegistry, *, service: str) -> None:
+    """The build and the process behind a service's metrics.
+
+    ``cdo_build_info`` is 1 with the build in its labels (the Prometheus convention for build
+    facts, as ``go_build_info`` and ``kubernetes_build_info`` are); the collectors are
+    prometheus_client's own, shared by every registry of the process (a process hosting several
+    services, as the simulator does, reports itself in each).
+    """
+    info = Gauge(
+        "cdo_build_info",
+        "1, with the build of this service in its labels.",
+        ["service", "version", "python_version", "python_implementation"],
+        registry=registry,
+    )
+    info.labels(
+        service, version(), platform.python_version(), platform.python_implementation()
+    ).set(1)
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
