@@ -157,7 +157,7 @@ def scrape(port: int) -> dict[str, float]:
     return samples
 
 
-def metric(samples: dict[str, float], name: str, **labels: str) -> float:
+def metric(samples: dict[str, float], name: str, /, **labels: str) -> float:
     total = 0.0
     for key, value in samples.items():
         if key.split("{")[0] != name:
@@ -227,12 +227,12 @@ async def wait_until(probe: Any, *, limit_s: float, what: str) -> None:
 
 
 def idle(samples: dict[str, float], previous: dict[str, float]) -> bool:
-    queue = {"queue": "computedomains"}
+    queue = {"name": "computedomains"}
     return (
-        metric(samples, "cdo_workqueue_depth", **queue) == 0
-        and metric(samples, "cdo_workqueue_unfinished_work_seconds", **queue) == 0
-        and metric(samples, "cdo_workqueue_adds_total", **queue)
-        == metric(previous, "cdo_workqueue_adds_total", **queue)
+        metric(samples, "workqueue_depth", **queue) == 0
+        and metric(samples, "workqueue_unfinished_work_seconds", **queue) == 0
+        and metric(samples, "workqueue_adds_total", **queue)
+        == metric(previous, "workqueue_adds_total", **queue)
     )
 
 
@@ -322,10 +322,17 @@ async def run(args: argparse.Namespace) -> None:
                 controller_cpu = cpu_s(controller.pid) - cpu_before[0]
                 emulator_cpu = cpu_s(emulator.pid) - cpu_before[1]
                 waits = sorted(seen[name] - created[name] for name in created)
-                reconciles = metric(after, "cdo_reconciles_total", controller="computedomains")
-                reconciles -= metric(before, "cdo_reconciles_total", controller="computedomains")
+                reconciles = metric(
+                    after, "controller_runtime_reconcile_total", controller="computedomains"
+                )
+                reconciles -= metric(
+                    before, "controller_runtime_reconcile_total", controller="computedomains"
+                )
                 errors = metric(
-                    after, "cdo_reconciles_total", controller="computedomains", result="error"
+                    after,
+                    "controller_runtime_reconcile_total",
+                    controller="computedomains",
+                    result="error",
                 )
                 published = metric(after, "cdo_bus_messages_published_total")
                 reconcile_rate = reconciles / all_status_s

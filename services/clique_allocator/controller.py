@@ -15,6 +15,7 @@ import asyncio
 import logging
 
 from services.clique_allocator.caches import Caches
+from services.clique_allocator.gauges import CapacityGauges
 from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.publisher import CapacityPublisher
 from services.clique_allocator.reconciler import AllocatorReconciler
@@ -52,6 +53,7 @@ class CliqueAllocator(LeaderElectedController):
         self.publisher = CapacityPublisher(
             bus=ctx.bus, state=self.state, interval_s=settings.capacity_interval_s
         )
+        ctx.metrics.registry.register(CapacityGauges(lambda: self.publisher.latest.values()))
         self.reconciler = AllocatorReconciler(
             caches=self.caches,
             state=self.state,

@@ -14,6 +14,7 @@ import logging
 from services.clique_allocator.capacity import CapacityLedger, capacity_events
 from services.clique_allocator.state import ClusterState
 from shared.bus import EventBus
+from shared.events import CliqueCapacity
 from shared.events.subjects import CLIQUE_SNAPSHOT
 
 log = logging.getLogger("cdo.clique_allocator.capacity")
@@ -27,13 +28,21 @@ class CapacityPublisher:
         self._wake = asyncio.Event()
         self.ledger = CapacityLedger()
         self.published = 0
+        self.latest: dict[str, CliqueCapacity] = {}
+        """What this replica last published per clique (a clique that is gone, none)."""
 
     def poke(self) -> None:
         """Capacity may have changed."""
         self._wake.set()
 
     async def load(self) -> None:
-        self.ledger.load(await self._bus.snapshots(CLIQUE_SNAPSHOT.wildcard()))
+        snapshots = list(await self._bus.snapshots(CLIQUE_SNAPSHOT.wildcard()))
+        self.ledger.load(snapshots)
+        self.latest = {
+            event.clique: event
+            for event in snapshots
+            if isinstance(event, CliqueCapacity) and event.nodes_total
+        }
 
     async def publish_changes(self) -> int:
         facts = self._state.facts()
@@ -42,6 +51,10 @@ class CapacityPublisher:
         for event in changed:
             await self._bus.publish(event)
             self.ledger.record(event)
+            if event.nodes_total:
+                self.latest[event.clique] = event
+            else:
+                self.latest.pop(event.clique, None)
         self.published += len(changed)
         return len(changed)
 

@@ -14,6 +14,7 @@ import logging
 
 from services.domain_controller.caches import Caches
 from services.domain_controller.deviceclass import DeviceClassReconciler
+from services.domain_controller.gauges import DomainGauges
 from services.domain_controller.membership import Ledger
 from services.domain_controller.orphans import collect_orphans
 from services.domain_controller.reconciler import DomainReconciler
@@ -42,6 +43,7 @@ class DomainController(LeaderElectedController):
     ) -> None:
         self.caches = Caches(client, settings=settings, metrics=ctx.metrics)
         super().__init__(ctx, client=client, settings=settings, caches=self.caches)
+        ctx.metrics.registry.register(DomainGauges(self.caches.domains.cache.objects))
         self._bus = ctx.bus
         self._namespace = settings.namespace
         self.domains = self.work_queue("computedomains")

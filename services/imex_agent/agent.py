@@ -139,6 +139,7 @@ class ImexAgent:
             publish=self._imex_state_changed,
             metrics=self.metrics,
         )
+        self.metrics.imex_ready.set_function(lambda: float(self.reporter.ready or not self.nvlink))
         self.devices, self.driver, self.plugin = self._dra(client, tracer)
         self.slices: SlicePublisher | None = None
 

@@ -8,12 +8,14 @@
 - ``cdo_imex_ctl_calls_total{query,result}``: nvidia-imex-ctl calls (q, N) by ok / error;
 - ``cdo_dra_requests_total{operation,result}``: claims prepared / unprepared, by ok / refused /
   imex_not_ready / error;
-- ``cdo_dra_prepare_seconds``: time to prepare one claim (histogram).
+- ``cdo_dra_prepare_seconds``: time to prepare one claim (histogram);
+- ``cdo_imex_ready``: 1 while the node's IMEX daemon is READY (or the node is on no NVLink
+  fabric, so it needs none), 0 otherwise; read when scraped.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from shared.metrics import Metrics
 
@@ -60,5 +62,11 @@ class AgentMetrics:
             "cdo_dra_prepare_seconds",
             "Time to prepare one claim, API reads and files included.",
             buckets=_BUCKETS,
+            registry=registry,
+        )
+        self.imex_ready = Gauge(
+            "cdo_imex_ready",
+            "1 while the node's IMEX daemon is READY (or the node is on no NVLink fabric and "
+            "needs none), 0 otherwise.",
             registry=registry,
         )

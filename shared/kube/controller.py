@@ -97,6 +97,7 @@ class LeaderElectedController:
             name=settings.lease.name,
             identity=ctx.instance,
             settings=settings.leader_election,
+            metrics=ctx.metrics,
         )
 
     def work_queue(self, name: str) -> WorkQueue[ObjectKey]:

@@ -11,7 +11,8 @@ nodes cannot make two leaders. The leader renews every ``retry_period_s``; if it
 ``renew_deadline_s`` (or finds another holder) it raises LeadershipLostError, which makes the
 process exit: a controller that may have been replaced must not write again. On an orderly
 shutdown the leader releases the Lease so a standby takes over at once instead of waiting for it
-to expire.
+to expire. With ``metrics``, ``leader_election_master_status{name}`` (client-go's name) says
+whether this replica leads.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.meta import KubeObject
 from shared.kube.resources import LEASES
+from shared.metrics import Metrics
 from shared.settings import Settings
 
 log = logging.getLogger("cdo.kube.leader")
@@ -79,6 +81,7 @@ class LeaderElector:
         identity: str,
         settings: LeaderElectionSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self._client = client
         self._namespace = namespace
@@ -92,6 +95,9 @@ class LeaderElector:
         self.is_leader = False
         self.started = False
         """True once the first acquire attempt has completed (leader or standby)."""
+        if metrics is not None:
+            # Read when scraped: 1 while leading, 0 while standing by.
+            metrics.leader.labels(name).set_function(lambda: float(self.is_leader))
 
     # -- one attempt ------------------------------------------------------------------------
 

@@ -17,14 +17,20 @@ Run it as a supervised root task, and drain it when shutdown begins::
 ``drain`` lets reconciles in flight finish, after which ``run`` returns. Cancelling ``run``
 instead interrupts them; an interrupted key is added again, so a queue that lives on retries it.
 ``run`` leaves no task behind either way.
+
+Metrics are controller-runtime's (``controller_runtime_reconcile_total{controller,result}``,
+``..._reconcile_errors_total``, ``..._terminal_reconcile_errors_total``,
+``..._reconcile_time_seconds``, ``..._active_workers``, ``..._max_concurrent_reconciles``),
+labelled with the runner's name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Annotated, Generic, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Iterator
+from typing import Annotated, Generic, Literal, TypeVar, get_args
 
 import msgspec
 from msgspec import Meta
@@ -36,7 +42,8 @@ from shared.settings import Settings
 
 K = TypeVar("K", bound=Hashable)
 
-Outcome = Literal["ok", "requeue", "error", "terminal"]
+Outcome = Literal["success", "requeue_after", "error", "terminal"]
+"""How one reconcile went; controller-runtime's result label, plus ``terminal``."""
 
 log = logging.getLogger("cdo.kube.reconcile")
 
@@ -91,8 +98,7 @@ class ReconcileRunner(Generic[K]):
         self.queue = queue
         self._reconcile = reconcile
         self._settings = settings or RunnerSettings()
-        self._reconciles = metrics.reconciles
-        self._seconds = metrics.reconcile_seconds.labels(name)
+        self._instruments = _Instruments(metrics, controller=name, workers=self._settings.workers)
 
     async def run(self) -> None:
         """Reconcile until the queue shuts down; cancelling it stops every worker."""
@@ -111,7 +117,8 @@ class ReconcileRunner(Generic[K]):
             except QueueShutDownError:
                 return
             try:
-                await self._reconcile_one(key)
+                with self._instruments.working():
+                    await self._reconcile_one(key)
             except asyncio.CancelledError:
                 # Interrupted halfway: the object may be half converged, so it needs a look.
                 self.queue.add(key)
@@ -123,8 +130,7 @@ class ReconcileRunner(Generic[K]):
         clock = self.queue.clock
         started = clock.now()
         outcome = self._outcome(key, await self._attempt(key))
-        self._reconciles.labels(self.name, outcome).inc()
-        self._seconds.observe(clock.now() - started)
+        self._instruments.reconciled(outcome, clock.now() - started)
 
     async def _attempt(self, key: K) -> Result | BaseException:
         """The reconcile's result, or the exception that counts as its failure."""
@@ -151,9 +157,9 @@ class ReconcileRunner(Generic[K]):
         if isinstance(result, Result):
             self.queue.forget(key)
             if result.requeue_after is None:
-                return "ok"
+                return "success"
             self.queue.add_after(key, result.requeue_after)
-            return "requeue"
+            return "requeue_after"
         if is_terminal(result):
             self.queue.forget(key)
             log.error(
@@ -180,6 +186,43 @@ class ReconcileRunner(Generic[K]):
             exc_info=result if retries == 0 else None,
         )
         return "error"
+
+
+_RESULT_LABEL = {"terminal": "error"}
+
+
+class _Instruments:
+    """A loop's metrics, as controller-runtime keeps them: every series exists from the start
+    (at 0), so a rate or an alert sees the first failure; a terminal error counts as an error
+    too, and in a counter of its own."""
+
+    def __init__(self, metrics: Metrics, *, controller: str, workers: int) -> None:
+        self._results = {
+            outcome: metrics.reconciles.labels(controller, _RESULT_LABEL.get(outcome, outcome))
+            for outcome in get_args(Outcome)
+        }
+        self._errors = metrics.reconcile_errors.labels(controller)
+        self._terminal = metrics.terminal_reconcile_errors.labels(controller)
+        self._seconds = metrics.reconcile_seconds.labels(controller)
+        self._active = metrics.active_workers.labels(controller)
+        metrics.max_concurrent_reconciles.labels(controller).set(workers)
+        self._active.set(0)
+
+    @contextlib.contextmanager
+    def working(self) -> Iterator[None]:
+        self._active.inc()
+        try:
+            yield
+        finally:
+            self._active.dec()
+
+    def reconciled(self, outcome: Outcome, seconds: float) -> None:
+        self._results[outcome].inc()
+        if outcome in ("error", "terminal"):
+            self._errors.inc()
+        if outcome == "terminal":
+            self._terminal.inc()
+        self._seconds.observe(seconds)
 
 
 def _describe(exc: BaseException) -> str:

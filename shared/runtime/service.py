@@ -89,7 +89,7 @@ Setup = Callable[[ServiceContext], Awaitable[None]]
 async def serve(name: str, settings: RuntimeSettings, setup: Setup) -> int:
     """Run the service until it stops; returns the process exit code."""
     instance = settings.instance or socket.gethostname()
-    metrics = Metrics()
+    metrics = Metrics(service=name)
     readiness = Readiness()
     provider = setup_tracing(service=name, instance=instance, settings=settings.tracing)
     tracer = provider.get_tracer(INSTRUMENTATION_NAME)

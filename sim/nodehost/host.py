@@ -321,7 +321,7 @@ class HostedNode:
         """The node's services, from connecting to NATS until cancelled."""
         context = self._context
         services = context.services
-        metrics = {service: Metrics() for service in SERVICES}
+        metrics = {service: Metrics(service=service) for service in SERVICES}
         async with contextlib.AsyncExitStack() as stack:
             agent_client = await self._client(stack, IMEX_AGENT_SA)
             monitor_client = await self._client(stack, HEALTH_MONITOR_SA)

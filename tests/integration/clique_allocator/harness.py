@@ -104,7 +104,7 @@ class Allocator:
         status, body = await asyncio.to_thread(http_get, self.port, "/metrics")
         return body if status == 200 else ""
 
-    async def counter(self, name: str, **labels: str) -> float:
+    async def counter(self, name: str, /, **labels: str) -> float:
         """Sum of a metric's samples whose labels include ``labels``."""
         total = 0.0
         for line in (await self.metrics()).splitlines():
@@ -142,9 +142,9 @@ class Allocator:
         seen: list[float] = []
 
         async def probe() -> bool:
-            depth = await self.counter("cdo_workqueue_depth", queue="placements")
-            busy = await self.counter("cdo_workqueue_unfinished_work_seconds", queue="placements")
-            adds = await self.counter("cdo_workqueue_adds_total", queue="placements")
+            depth = await self.counter("workqueue_depth", name="placements")
+            busy = await self.counter("workqueue_unfinished_work_seconds", name="placements")
+            adds = await self.counter("workqueue_adds_total", name="placements")
             idle = depth == 0 and busy == 0 and bool(seen) and seen[-1] == adds
             seen.append(adds)
             return idle

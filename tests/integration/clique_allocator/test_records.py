@@ -123,7 +123,7 @@ async def test_a_conflicting_write_is_read_again_and_retried(
     placement = await api.placement("busy")
     assert placement is not None
     assert sorted(pod_nodes(placement.spec)) == sorted(names + more)
-    assert await allocator.counter("cdo_reconciles_total", result="error") >= 1
+    assert await allocator.counter("controller_runtime_reconcile_total", result="error") >= 1
     check_no_double_booking(await api.placements())
 
 

@@ -99,8 +99,8 @@ async def test_a_standby_serves_the_webhook_and_only_the_leader_places(
 
     await wait_for(ungated, what="the leader placed the gang")
     await leader.wait_idle()
-    assert await leader.counter("cdo_reconciles_total", controller="placements") > 0
-    assert await standby.counter("cdo_reconciles_total", controller="placements") == 0
+    assert await leader.counter("controller_runtime_reconcile_total", controller="placements") > 0
+    assert await standby.counter("controller_runtime_reconcile_total", controller="placements") == 0
 
 
 async def test_when_the_allocator_is_down_only_domain_pods_are_refused(

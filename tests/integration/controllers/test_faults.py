@@ -30,7 +30,7 @@ def relists(manager: ControllerManager, resource: str) -> float:
 
 def failed_reconciles(manager: ControllerManager, controller: str) -> float:
     value = manager.metrics.registry.get_sample_value(
-        "cdo_reconciles_total", {"controller": controller, "result": "error"}
+        "controller_runtime_reconcile_total", {"controller": controller, "result": "error"}
     )
     return value or 0.0
 

@@ -17,7 +17,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
 OVERLAYS = ("dev", "prod")
-COMPONENTS = ("tracing", "tls", "metrics", "cert-manager", "nats-cluster", "nats-auth-callout")
+COMPONENTS = (
+    "tracing",
+    "tls",
+    "metrics",
+    "monitoring",
+    "cert-manager",
+    "nats-cluster",
+    "nats-auth-callout",
+)
 NAMESPACE = "cdo-system"
 
 BOOTSTRAP = KUSTOMIZE / "base" / "bootstrap" / "bootstrap.py"

@@ -41,7 +41,7 @@ from tests.integration.deploy.conftest import (
 
 OUR_GROUPS = frozenset({"resource.nvidia.com", "cdo.dev"})
 """Custom resources of cdo's CRDs: checked against the rendered CRD schema instead."""
-FOREIGN_GROUPS = frozenset({"cert-manager.io"})
+FOREIGN_GROUPS = frozenset({"cert-manager.io", "monitoring.coreos.com"})
 """Custom resources of other projects' CRDs: no schema here to check them against."""
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 NATS_IDENTITIES = {"dev": "user", "prod": "token"}
@@ -60,6 +60,7 @@ COMBINATIONS = {
         "nats-auth-callout",
     ),
     "cert-manager": ("cert-manager",),
+    "monitoring": ("monitoring",),
     "nats-auth-callout": ("nats-auth-callout",),
 }
 

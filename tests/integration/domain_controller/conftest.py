@@ -76,7 +76,7 @@ class Controller:
 
         await wait_for(probe, timeout=within_s, what=f"{self.instance} ready")
 
-    async def counter(self, name: str, **labels: str) -> float:
+    async def counter(self, name: str, /, **labels: str) -> float:
         """Sum of a metric's samples whose labels include ``labels``."""
         total = 0.0
         for line in (await self.metrics()).splitlines():
@@ -93,11 +93,9 @@ class Controller:
         seen: list[float] = []
 
         async def probe() -> bool:
-            depth = await self.counter("cdo_workqueue_depth", queue="computedomains")
-            busy = await self.counter(
-                "cdo_workqueue_unfinished_work_seconds", queue="computedomains"
-            )
-            adds = await self.counter("cdo_workqueue_adds_total", queue="computedomains")
+            depth = await self.counter("workqueue_depth", name="computedomains")
+            busy = await self.counter("workqueue_unfinished_work_seconds", name="computedomains")
+            adds = await self.counter("workqueue_adds_total", name="computedomains")
             idle = depth == 0 and busy == 0 and bool(seen) and seen[-1] == adds
             seen.append(adds)
             return idle

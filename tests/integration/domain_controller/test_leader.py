@@ -23,7 +23,9 @@ async def holder(cluster: Cluster) -> str:
 
 
 async def reconciles(controller: Controller) -> float:
-    return await controller.counter("cdo_reconciles_total", controller="computedomains")
+    return await controller.counter(
+        "controller_runtime_reconcile_total", controller="computedomains"
+    )
 
 
 async def test_only_the_leader_writes_and_a_standby_takes_over(

@@ -93,7 +93,9 @@ async def test_status_is_written_only_when_it_changes(
     assert before is not None
 
     async def reconciles() -> float:
-        return await controller.counter("cdo_reconciles_total", controller="computedomains")
+        return await controller.counter(
+            "controller_runtime_reconcile_total", controller="computedomains"
+        )
 
     for value in ("a", "b", "c"):  # each queues the domain; none changes its status
         seen = await reconciles()

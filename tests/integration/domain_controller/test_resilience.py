@@ -35,7 +35,7 @@ async def test_sigkill_mid_reconcile_then_restart_converges(
     await wait_for(
         lambda: _has_finalizer(cluster, "crash"), what="finalizer added, template pending"
     )
-    assert await first.counter("cdo_workqueue_unfinished_work_seconds") > 0  # mid-reconcile
+    assert await first.counter("workqueue_unfinished_work_seconds") > 0  # mid-reconcile
     first.kill()
     emulator.faults.clear()
 
@@ -91,7 +91,7 @@ async def test_410_dropped_watches_and_api_errors_lose_no_update(
     )
     await wait_for(lambda: phase_is(cluster, "hardy", "Ready"), what="ready again")
     errors = await controller.counter(
-        "cdo_reconciles_total", controller="computedomains", result="error"
+        "controller_runtime_reconcile_total", controller="computedomains", result="error"
     )
     assert errors >= 3
     await wait_for(

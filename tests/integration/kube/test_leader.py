@@ -13,6 +13,7 @@ from shared.errors import LeadershipLostError
 from shared.kube.client import KubeClient
 from shared.kube.leader import LeaderElectionSettings, LeaderElector, Lease
 from shared.kube.resources import LEASES
+from shared.metrics import Metrics
 from sim.kubeapi import KubeServer
 from tests.support.wait import wait_for
 
@@ -106,3 +107,39 @@ async def test_a_leader_whose_lease_was_taken_gives_up(kube_client: KubeClient) 
     assert lease.spec.holder_identity == "a"
     with pytest.raises(LeadershipLostError):
         await asyncio.wait_for(task, timeout=5)
+
+
+async def test_the_leader_gauge_follows_the_lease(kube_client: KubeClient) -> None:
+    """``leader_election_master_status{name}``: 1 on the holder, 0 on a standby, and it moves
+    with a hand-over."""
+    led: list[str] = []
+    registries = {identity: Metrics() for identity in ("a", "b")}
+    electors = {
+        identity: LeaderElector(
+            kube_client,
+            namespace="default",
+            name="controller",
+            identity=identity,
+            settings=FAST,
+            metrics=metrics,
+        )
+        for identity, metrics in registries.items()
+    }
+
+    def status(identity: str) -> float | None:
+        return registries[identity].registry.get_sample_value(
+            "leader_election_master_status", {"name": "controller"}
+        )
+
+    assert status("a") == status("b") == 0
+    task_a = asyncio.create_task(electors["a"].run(leading(led, "a")))
+    await wait_for(lambda: led == ["a"], what="a leads")
+    task_b = asyncio.create_task(electors["b"].run(leading(led, "b")))
+    await wait_for(lambda: electors["b"].started, what="b tried")
+    assert (status("a"), status("b")) == (1, 0)
+    task_a.cancel()
+    await asyncio.gather(task_a, return_exceptions=True)
+    await wait_for(lambda: led == ["a", "b"], timeout=3, what="b takes over")
+    assert (status("a"), status("b")) == (0, 1)
+    task_b.cancel()
+    await asyncio.gather(task_b, return_exceptions=True)

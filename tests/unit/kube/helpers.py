@@ -11,7 +11,7 @@ PLAIN_BACKOFF = RateLimitSettings(
 )
 
 
-def sample(metrics: Metrics, name: str, **labels: str) -> float:
+def sample(metrics: Metrics, name: str, /, **labels: str) -> float:
     """A metric's current value (0 when it has no sample yet)."""
     value = metrics.registry.get_sample_value(name, labels)
     return 0.0 if value is None else value

@@ -90,10 +90,19 @@ async def running(runner: ReconcileRunner[str]) -> AsyncIterator[asyncio.Task[No
 
 
 def outcomes(metrics: Metrics) -> dict[str, float]:
-    return {
-        result: sample(metrics, "cdo_reconciles_total", controller="domains", result=result)
-        for result in ("ok", "requeue", "error", "terminal")
+    """Reconciles by controller-runtime's result label, and the terminal errors among them."""
+    found = {
+        result: sample(
+            metrics, "controller_runtime_reconcile_total", controller="domains", result=result
+        )
+        for result in ("success", "requeue_after", "error")
     }
+    errors = sample(metrics, "controller_runtime_reconcile_errors_total", controller="domains")
+    assert errors == found["error"], "every error result is counted as an error"
+    found["terminal"] = sample(
+        metrics, "controller_runtime_terminal_reconcile_errors_total", controller="domains"
+    )
+    return found
 
 
 async def test_errors_are_retried_with_growing_backoff_until_success(
@@ -119,8 +128,11 @@ async def test_errors_are_retried_with_growing_backoff_until_success(
     assert reconcile.attempts["a"] == 4
     assert queue.retries("a") == 0, "success forgets the backoff"
     assert queue.held == 0
-    assert outcomes(metrics) == {"ok": 1, "requeue": 0, "error": 3, "terminal": 0}
-    assert sample(metrics, "cdo_reconcile_seconds_count", controller="domains") == 4
+    assert outcomes(metrics) == {"success": 1, "requeue_after": 0, "error": 3, "terminal": 0}
+    assert (
+        sample(metrics, "controller_runtime_reconcile_time_seconds_count", controller="domains")
+        == 4
+    )
 
 
 @pytest.mark.parametrize(
@@ -151,7 +163,7 @@ async def test_a_terminal_error_is_not_retried(
             queue.add("a")  # a later change of the object looks again
             await wait_for(lambda: reconcile.attempts["a"] == 2 and reconcile.idle(queue))
 
-    assert outcomes(metrics) == {"ok": 1, "requeue": 0, "error": 0, "terminal": 1}
+    assert outcomes(metrics) == {"success": 1, "requeue_after": 0, "error": 1, "terminal": 1}
     assert any(getattr(r, "key", None) == "a" for r in caplog.records)
 
 
@@ -178,7 +190,7 @@ async def test_requeue_after_looks_again_at_that_time(clock: ManualClock, metric
         clock.advance(0.1)
         await wait_for(lambda: reconcile.attempts["a"] == 2 and reconcile.idle(queue))
     assert queue.held == 0
-    assert outcomes(metrics) == {"ok": 1, "requeue": 1, "error": 0, "terminal": 0}
+    assert outcomes(metrics) == {"success": 1, "requeue_after": 1, "error": 0, "terminal": 0}
 
 
 async def test_requeue_after_zero_looks_again_at_once(clock: ManualClock, metrics: Metrics) -> None:
@@ -242,7 +254,7 @@ async def test_a_reconcile_that_overruns_its_timeout_is_retried(
         await wait_for(lambda: queue.held == 1 and reconcile.idle(queue), what="timed out")
         clock.advance(1.0)
         await wait_for(lambda: reconcile.attempts["a"] == 2 and reconcile.idle(queue))
-    assert outcomes(metrics) == {"ok": 1, "requeue": 0, "error": 1, "terminal": 0}
+    assert outcomes(metrics) == {"success": 1, "requeue_after": 0, "error": 1, "terminal": 0}
 
 
 async def test_a_stray_cancelled_error_counts_as_failure_and_keeps_the_worker(
@@ -256,7 +268,7 @@ async def test_a_stray_cancelled_error_counts_as_failure_and_keeps_the_worker(
         await wait_for(lambda: queue.held == 1 and reconcile.idle(queue))
         queue.add("b")
         await wait_for(lambda: reconcile.attempts["b"] == 1 and reconcile.idle(queue))
-    assert outcomes(metrics) == {"ok": 1, "requeue": 0, "error": 1, "terminal": 0}
+    assert outcomes(metrics) == {"success": 1, "requeue_after": 0, "error": 1, "terminal": 0}
 
 
 async def test_cancelling_run_interrupts_reconciles_and_leaves_no_task(
@@ -276,7 +288,7 @@ async def test_cancelling_run_interrupts_reconciles_and_leaves_no_task(
     assert reconcile.interrupted == ["a"]
     assert runner.queue.in_flight == 0
     assert len(runner.queue) == 1, "the interrupted key is queued again"
-    assert outcomes(metrics) == {"ok": 0, "requeue": 0, "error": 0, "terminal": 0}
+    assert outcomes(metrics) == {"success": 0, "requeue_after": 0, "error": 0, "terminal": 0}
 
 
 async def test_drain_lets_reconciles_in_flight_finish_and_run_return(
@@ -321,4 +333,43 @@ async def test_runs_under_the_supervisor_and_drains_on_stop(
     supervisor.start("stopper", stop_mid_reconcile(), until_stop=False)
     assert await supervisor.run() == EXIT_OK
     assert reconcile.interrupted == []
-    assert outcomes(metrics)["ok"] == 1
+    assert outcomes(metrics)["success"] == 1
+
+
+async def test_metrics_exist_from_the_start_and_count_busy_workers(
+    clock: ManualClock, metrics: Metrics
+) -> None:
+    gate = asyncio.Event()
+
+    async def slow(key: str) -> Result:
+        await gate.wait()
+        return Result()
+
+    queue = WorkQueue[str](name="domains", metrics=metrics, clock=clock, rate_limit=PLAIN_BACKOFF)
+    runner = ReconcileRunner(
+        name="domains",
+        queue=queue,
+        reconcile=slow,
+        metrics=metrics,
+        settings=RunnerSettings(workers=3),
+    )
+    registry = metrics.registry
+    # Before any reconcile, every result's series is there at 0, as controller-runtime has it.
+    for result in ("success", "requeue_after", "error"):
+        labels = {"controller": "domains", "result": result}
+        assert registry.get_sample_value("controller_runtime_reconcile_total", labels) == 0
+    for name in ("reconcile_errors_total", "terminal_reconcile_errors_total"):
+        labels = {"controller": "domains"}
+        assert registry.get_sample_value(f"controller_runtime_{name}", labels) == 0
+    assert (
+        sample(metrics, "controller_runtime_max_concurrent_reconciles", controller="domains") == 3
+    )
+    async with running(runner):
+        queue.add("a")
+        queue.add("b")
+        await wait_for(lambda: queue.in_flight == 2, what="two keys in flight")
+        assert sample(metrics, "controller_runtime_active_workers", controller="domains") == 2
+        gate.set()
+        await wait_for(lambda: queue.in_flight == 0, what="both done")
+    assert sample(metrics, "controller_runtime_active_workers", controller="domains") == 0
+    assert outcomes(metrics)["success"] == 2

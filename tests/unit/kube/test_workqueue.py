@@ -285,32 +285,34 @@ async def test_drain_of_an_idle_queue_returns_at_once(queue: WorkQueue[str]) -> 
 async def test_metrics_follow_the_queue(
     queue: WorkQueue[str], clock: ManualClock, metrics: Metrics
 ) -> None:
-    labels = {"queue": "test"}
+    labels = {"name": "test"}
     queue.add("a")
     queue.add("a")  # coalesced: not counted as an add
     queue.add("b")
-    assert sample(metrics, "cdo_workqueue_adds_total", **labels) == 2
-    assert sample(metrics, "cdo_workqueue_depth", **labels) == 2
+    assert sample(metrics, "workqueue_adds_total", **labels) == 2
+    assert sample(metrics, "workqueue_depth", **labels) == 2
 
     clock.advance(0.3)
     key = await queue.get()
-    assert sample(metrics, "cdo_workqueue_queue_seconds_sum", **labels) == pytest.approx(0.3)
-    assert sample(metrics, "cdo_workqueue_depth", **labels) == 1
+    assert sample(metrics, "workqueue_queue_duration_seconds_sum", **labels) == pytest.approx(0.3)
+    assert sample(metrics, "workqueue_depth", **labels) == 1
 
     clock.advance(2.0)
     other = await queue.get()
     clock.advance(1.0)
-    assert sample(metrics, "cdo_workqueue_longest_running_seconds", **labels) == pytest.approx(3)
-    assert sample(metrics, "cdo_workqueue_unfinished_work_seconds", **labels) == pytest.approx(4)
+    assert sample(
+        metrics, "workqueue_longest_running_processor_seconds", **labels
+    ) == pytest.approx(3)
+    assert sample(metrics, "workqueue_unfinished_work_seconds", **labels) == pytest.approx(4)
 
     queue.done(key)
     queue.done(other)
-    assert sample(metrics, "cdo_workqueue_work_seconds_count", **labels) == 2
-    assert sample(metrics, "cdo_workqueue_work_seconds_sum", **labels) == pytest.approx(4)
-    assert sample(metrics, "cdo_workqueue_longest_running_seconds", **labels) == 0
+    assert sample(metrics, "workqueue_work_duration_seconds_count", **labels) == 2
+    assert sample(metrics, "workqueue_work_duration_seconds_sum", **labels) == pytest.approx(4)
+    assert sample(metrics, "workqueue_longest_running_processor_seconds", **labels) == 0
 
     queue.add_rate_limited("c")
-    assert sample(metrics, "cdo_workqueue_retries_total", **labels) == 1
+    assert sample(metrics, "workqueue_retries_total", **labels) == 1
 
 
 async def test_real_clock_releases_held_keys(metrics: Metrics) -> None:
