@@ -36,7 +36,7 @@ from opentelemetry.trace import Tracer
 
 from shared import tracing
 from shared.bus import cloudevents, jetstream, wire
-from shared.bus.cancellation import cancellable, uncancelled_flush
+from shared.bus.cancellation import cancellable
 from shared.bus.client import BusClient
 from shared.bus.connection import ConnectionWatch, connect
 from shared.bus.history import Delivery, DeliveryHandler, StartAt, latest_values
@@ -195,7 +195,7 @@ class EventBus:
     async def flush(self) -> None:
         """Write pending snapshots and wait until the server has every publish so far."""
         await self._snapshots.flush()
-        await uncancelled_flush(self.nc)
+        await cancellable(self.nc.flush())
 
     # -- receiving --------------------------------------------------------------------------
 
@@ -263,7 +263,7 @@ class EventBus:
         # the server before the caller goes on to trigger what it waits for. While the
         # connection is down the client resends the subscription on reconnect anyway.
         with contextlib.suppress(nats_errors.FlushTimeoutError, nats_errors.ConnectionClosedError):
-            await uncancelled_flush(self.nc, timeout_s=SUBSCRIBE_FLUSH_TIMEOUT_S)
+            await self.nc.flush(timeout=SUBSCRIBE_FLUSH_TIMEOUT_S)
         return subscription
 
     async def consume(

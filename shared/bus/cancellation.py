@@ -8,14 +8,6 @@ raises the cancellation again when one arrived during the call. A cancellation t
 pending before the call (a shutdown running in a ``finally`` of a cancelled task) is left alone,
 so the rest of that shutdown still runs. What such a call made before the cancellation was
 raised again (a connection) is handed to ``keep``, so that the caller can still close it.
-
-A flush must not be cancelled half-way at all: nats-py queues the flush's PONG future and, when
-the PONG arrives, sets the result of whatever future is first in the queue. A cancelled one
-makes that raise ``InvalidStateError`` in the connection's read loop, which then stops for good:
-the connection still looks connected but receives nothing (no message, no PONG), and a drain
-waits out its whole timeout. nats-py's own flush timeout cancels the future the same way.
-:func:`uncancelled_flush` lets the flush finish on its own while a cancellation or a timeout
-reaches the caller at once.
 """
 
 from __future__ import annotations
@@ -23,9 +15,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
-
-from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, Client
-from nats.errors import FlushTimeoutError
 
 T = TypeVar("T")
 
@@ -41,30 +30,3 @@ async def cancellable(call: Awaitable[T], *, keep: Callable[[T], None] | None = 
             keep(result)
         raise asyncio.CancelledError
     return result
-
-
-_flushes: set[asyncio.Task[None]] = set()
-"""Flushes left to finish after their caller stopped waiting (held so they are not collected)."""
-
-INNER_FLUSH_TIMEOUT_S = 3600
-"""nats-py's own flush timeout cancels the PONG future too, so it is set out of reach; a flush
-whose PONG never comes ends when a reconnect drops the queue (then at this timeout)."""
-
-
-async def uncancelled_flush(nc: Client, *, timeout_s: float = DEFAULT_FLUSH_TIMEOUT) -> None:
-    """``nc.flush()`` that is never cancelled half-way: a cancellation of the caller raises at
-    once, a wait over ``timeout_s`` raises ``FlushTimeoutError``, and the flush itself goes on
-    until its PONG arrives."""
-    flush = asyncio.ensure_future(nc.flush(timeout=INNER_FLUSH_TIMEOUT_S))
-    _flushes.add(flush)
-    flush.add_done_callback(_finished)
-    try:
-        await cancellable(asyncio.wait_for(asyncio.shield(flush), timeout_s))
-    except TimeoutError:
-        raise FlushTimeoutError from None
-
-
-def _finished(flush: asyncio.Task[None]) -> None:
-    _flushes.discard(flush)
-    if not flush.cancelled():
-        flush.exception()  # retrieved: a caller that stopped waiting no longer reads it

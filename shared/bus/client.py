@@ -2,7 +2,14 @@
 block and a faster reader of received ones (see :mod:`shared.bus.wire`).
 
 Both hook into two internal methods of nats-py's client (``_send_publish``, which every publish
-goes through, and ``_parse_header_lines``, which reads every received header block). Where the
+goes through, and ``_parse_header_lines``, which reads every received header block).
+
+It also mends how nats-py takes a PONG (``_process_pong``): nats-py sets the result of the first
+queued PING's future, and a flush that was cancelled or timed out (its own, or one inside
+``drain``) leaves a cancelled future there. Setting it raised ``InvalidStateError`` in the
+read loop, which then stopped for good: the connection looked connected and received nothing
+more, and a drain waited out its timeout. That PONG answers the abandoned PING, so it is
+consumed without a result. Where the
 installed nats-py does not have them as expected, :data:`PREPARED_PUBLISH` is false and the
 bus publishes with a plain header dict instead; the tests check that the installed version
 takes the prepared path and that what arrives is the same either way.
@@ -85,6 +92,16 @@ class BusClient(Client):
         await self._send_command(command)
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
+
+    async def _process_pong(self) -> None:
+        pongs = getattr(self, "_pongs", None)  # nats-py's queue of PING futures
+        if pongs and pongs[0].done():
+            # The PONG of a PING whose flush was abandoned (cancelled or timed out).
+            pongs.pop(0)
+            self._pongs_received += 1
+            self._pings_outstanding = 0
+            return
+        await super()._process_pong()
 
     if _NATS_PARSER is not None:
 
