@@ -328,6 +328,40 @@ def failover_target(
     )
 
 
+LWS_GROUPS = 16
+LWS_SIZE = 4
+
+
+def lws_groups(namespace: str = "e2e-lws", *, groups: int = LWS_GROUPS) -> Scenario:
+    """(e) A LeaderWorkerSet of ``groups`` groups of 4 one-GPU pods in one domain: each group a
+    gang unit of its own, placed apart from the others with its own channel."""
+    pod_template = {
+        "spec": gpu_pod_spec(
+            domain="lws", gpus_per_pod=1, command=DEFAULT_COMMAND, image=DEFAULT_IMAGE
+        )
+    }
+    return Scenario(
+        key="lws_groups_ready",
+        title=f"(e) LWS {groups} groups x {LWS_SIZE} pods x 1 GPU",
+        namespace=namespace,
+        domains=("lws",),
+        pods=groups * LWS_SIZE,
+        gpus_per_pod=1,
+        manifests=(
+            compute_domain("lws", namespace),
+            {
+                "apiVersion": "leaderworkerset.x-k8s.io/v1",
+                "kind": "LeaderWorkerSet",
+                "metadata": {"name": "lws", "namespace": namespace},
+                "spec": {
+                    "replicas": groups,
+                    "leaderWorkerTemplate": {"size": LWS_SIZE, "workerTemplate": pod_template},
+                },
+            },
+        ),
+    )
+
+
 def namespace_manifest(name: str) -> Manifest:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 

@@ -15,6 +15,8 @@ run fails); then deletes it and waits until its pods and Placements are gone. Sc
       (sim/topologies/e2e-bench.yaml), 128 pods in 2 slices with the default --size small on two;
   (d) one domain of every GPU of the cluster, a 4-GPU pod per node (an Indexed Job), without
       ``sliceSize``: 72 pods in 4 slices (full), 36 in 2 (small), one slice per clique;
+  (e) a LeaderWorkerSet of 16 groups of 4 one-GPU pods in one domain (``lws``), each group a
+      gang unit placed on its own: until the domain is Ready with all 64 pods Running;
 
 fault to recovered: a 9 x 4-GPU domain, XID 79 injected on a member node (--fault-runs times,
 a different member each time), until the evicted pod's replacement runs on another node of the
@@ -37,8 +39,9 @@ fourth XID within ten minutes on the small cluster would only be reported, never
 
 The anchor: on NVIDIA's DRA driver a 256-pod job took about 8 minutes to reach Running
 (NVIDIA k8s-dra-driver-gpu issue #816). Targets: (a) under 3 s, (c) with 256 pods and (d) under
-10 s, failover under 5 s beyond the grace. A run that does not finish within --timeout counts as
-the timeout (the table marks such figures as lower bounds); a Placement without the expected
+10 s, (e) under 5 s, failover under 5 s beyond the grace. A run that does not finish within
+--timeout counts as the timeout (the table marks such figures as lower bounds); a Placement
+without the expected
 slices stops the bench with SliceMismatchError (without the recorded move, FailoverMismatchError).
 
     python -m bench.e2e                                        # ./task bench: small, 1 run each
@@ -70,6 +73,7 @@ from bench._e2e_workloads import (
     failover_target,
     fault_target,
     gpu72,
+    lws_groups,
     namespace_manifest,
     render,
     whole_cluster,
@@ -84,7 +88,7 @@ from sim.topology import TOPOLOGIES_DIR
 KUBECTL = Path(sys.executable).parent / "kubectl"
 ANCHOR_256_S = 480.0
 ANCHOR = "NVIDIA k8s-dra-driver-gpu issue #816"
-TARGETS_S = {"seed": 3.0, "slices256": 10.0, "whole_cluster": 10.0}
+TARGETS_S = {"seed": 3.0, "slices256": 10.0, "whole_cluster": 10.0, "lws_groups_ready": 5.0}
 FAILOVER_TARGET_S = 5.0
 """Failover beyond the grace: fabric loss to Ready in another clique, less graceSeconds."""
 
@@ -407,6 +411,7 @@ def report(
         f"gpu72_p50_s={by_key.get('gpu72', 0.0):.2f} "
         f"{slices_key}_p50_s={by_key.get(slices_key, 0.0):.2f} "
         f"whole_cluster_p50_s={by_key.get('whole_cluster', 0.0):.2f} "
+        f"lws_groups_ready_p50_s={by_key.get('lws_groups_ready', 0.0):.2f} "
         f"fault_recovered_s={fault_p50:.2f} "
         f"imex_restarts={faults.restarts_outside} "
         f"imex_restarts_faulted_nodes={faults.restarts_faulted} "
@@ -441,7 +446,7 @@ SIZES = {
         TOPOLOGIES_DIR / "e2e-bench.yaml", 4, "4 racks; (c) 256 pods in 4 slices, (d) 72 x 4 GPUs"
     ),
 }
-ROLES = ("seed", "gpu72", "slices", "whole", "fault", "failover")
+ROLES = ("seed", "gpu72", "slices", "whole", "lws", "fault", "failover")
 
 
 def scenarios(size: Size) -> dict[str, Scenario]:
@@ -450,6 +455,7 @@ def scenarios(size: Size) -> dict[str, Scenario]:
         "gpu72": gpu72(),
         "slices": slices_scenario(pods=size.cliques * SLICE_PODS, slice_pods=SLICE_PODS),
         "whole": whole_cluster(cliques=size.cliques),
+        "lws": lws_groups(),
     }
 
 

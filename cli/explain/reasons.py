@@ -9,7 +9,7 @@ topic              where the reason appears, and who writes it
 =================  ===========================================================================
 ``placement``      a pod's ``cdo.dev/Placed`` condition and the Warning Events on the domain
                    (clique allocator: the placement engine's reasons, ``GangComplete``,
-                   ``InvalidRequest``, ``Placed``)
+                   ``GangSizeUndeclared``, ``InvalidRequest``, ``Placed``)
 ``allocator``      the allocator's other Events on the domain (reserved, grown, failover ...)
 ``domain``         the domain's conditions ``Ready``, ``Placed``, ``Degraded``, ``Deleting``,
                    and the domain controller's Events
@@ -94,6 +94,12 @@ MEANINGS: dict[tuple[Topic, str], Meaning] = {
     (Topic.PLACEMENT, "GangComplete"): Meaning(
         what="every slot the gang wants is taken; this pod is one more than the gang size",
         then="it waits for one of the gang's pods to end (or raise spec.gang.size)",
+    ),
+    (Topic.PLACEMENT, "GangSizeUndeclared"): Meaning(
+        what="a pod of the domain is controlled by a kind cdo cannot size (not a ReplicaSet, "
+        "StatefulSet, Job, JobSet or LeaderWorkerSet), so the gang's size is unknown",
+        then="set spec.gang.size on the ComputeDomain (and spec.gang.unitLabel to place groups "
+        "of pods independently)",
     ),
     # -- clique allocator: its other Events ------------------------------------------------
     (Topic.ALLOCATOR, "Reserved"): _ok("the allocator reserved the gang's nodes and channel"),

@@ -23,6 +23,7 @@ from services.clique_allocator.dragpus import (
     allocated_gpus,
     dra_gpus,
 )
+from services.clique_allocator.gang import JOB_KIND, JOBSET_NAME
 from services.clique_allocator.objects import (
     Workload,
     controller_of,
@@ -67,6 +68,7 @@ BY_SLICE_NODE = "slice-node"
 BY_GPU_CLAIM = "gpu-claim"
 HOLDS_GPUS = "gpus"
 BY_BOUND_NODE = "bound-node"
+BY_JOBSET = "jobset"
 
 TemplateClass = Literal["domain", "other", "unknown"]
 
@@ -102,6 +104,12 @@ def claim_owner(claim: ResourceClaim) -> tuple[str, str] | None:
 def bound_node(pod: Pod) -> list[str]:
     """The node a pod is bound to and takes resources on: bound and not finished."""
     return [pod.spec.node_name] if pod.spec.node_name and not finished(pod) else []
+
+
+def jobset_of(job: Workload) -> list[str]:
+    """``namespace/<jobset>`` of a JobSet's Job."""
+    name = job.metadata.labels.get(JOBSET_NAME)
+    return [namespaced(job.metadata.namespace, name)] if name else []
 
 
 def owner_uid(pod: Pod) -> list[str]:
@@ -146,6 +154,7 @@ class Caches(InformerSet):
         )
         self.claims.add_index(BY_GPU_CLAIM, holds_gpus)
         self.pods.add_index(BY_BOUND_NODE, bound_node)
+        self.workloads[JOB_KIND].add_index(BY_JOBSET, jobset_of)
 
     @property
     def webhook_synced(self) -> bool:
@@ -160,6 +169,10 @@ class Caches(InformerSet):
     def workload(self, kind: str, namespace: str, name: str) -> Workload | None:
         informer = self.workloads.get(kind)
         return None if informer is None else informer.cache.get(namespaced(namespace, name))
+
+    def jobset_jobs(self, namespace: str, jobset: str) -> list[Workload]:
+        """The Jobs of the JobSet ``namespace/jobset`` (by their ``jobset-name`` label)."""
+        return self.workloads[JOB_KIND].cache.by_index(BY_JOBSET, namespaced(namespace, jobset))
 
     def pods_using(self, namespace: str, template: str) -> list[Pod]:
         """Pods whose claims come from the template ``namespace/template``."""

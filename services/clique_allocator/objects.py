@@ -1,7 +1,8 @@
 """The API objects the allocator reads, and the few facts it takes from a pod.
 
 Pods and nodes decode into the shared Structs (:mod:`shared.kube.models`); the workloads that
-size a gang (ReplicaSet, StatefulSet, Job) decode into one small Struct of the fields that matter.
+size a gang (ReplicaSet, StatefulSet, Job) decode into one small Struct of the fields that matter,
+their pod template reduced to the claim templates it names and its annotations.
 """
 
 from __future__ import annotations
@@ -19,6 +20,23 @@ class _Camel(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     pass
 
 
+class TemplateClaim(_Camel, frozen=True, kw_only=True):
+    resource_claim_template_name: str | None = None
+
+
+class TemplatePodSpec(_Camel, frozen=True, kw_only=True):
+    resource_claims: tuple[TemplateClaim, ...] = ()
+
+
+class TemplateMeta(_Camel, frozen=True, kw_only=True):
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class PodTemplate(_Camel, frozen=True, kw_only=True):
+    metadata: TemplateMeta = msgspec.field(default_factory=TemplateMeta)
+    spec: TemplatePodSpec = msgspec.field(default_factory=TemplatePodSpec)
+
+
 class WorkloadSpec(_Camel, frozen=True, kw_only=True):
     replicas: int | None = None
     """ReplicaSet and StatefulSet: pods wanted (the API defaults it to 1)."""
@@ -26,6 +44,8 @@ class WorkloadSpec(_Camel, frozen=True, kw_only=True):
     """Job: pods running at once (the API defaults it to 1)."""
     completions: int | None = None
     """Job: successful pods wanted in all; None for a work queue."""
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+    """The pods it makes: which claim templates they use."""
 
 
 class WorkloadStatus(_Camel, frozen=True, kw_only=True):
@@ -38,6 +58,14 @@ class Workload(KubeObject, frozen=True, kw_only=True):
 
     spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
     status: WorkloadStatus = msgspec.field(default_factory=WorkloadStatus)
+
+
+def makes_pods_using(workload: Workload, template: str) -> bool:
+    """The workload's pods take a claim from the ResourceClaimTemplate ``template``."""
+    return any(
+        claim.resource_claim_template_name == template
+        for claim in workload.spec.template.spec.resource_claims
+    )
 
 
 def gated(pod: Pod) -> bool:

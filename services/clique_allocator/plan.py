@@ -29,8 +29,10 @@ from datetime import datetime
 import msgspec
 
 from services.clique_allocator.gang import (
+    GANG_SIZE_UNDECLARED,
     GangSize,
     GpuCount,
+    UndeclaredSize,
     UnknownSize,
     gpus_per_pod,
     plugin_gpus,
@@ -89,7 +91,7 @@ def plan_domain(
     domain: ComputeDomain | None,
     placement: PlacementSpec | None,
     pods: Sequence[Pod],
-    gang: GangSize | UnknownSize,
+    gang: GangSize | UnknownSize | UndeclaredSize,
     view: ClusterView,
     ranks: Mapping[str, int] | None = None,
     now: datetime | None = None,
@@ -121,6 +123,8 @@ def plan_domain(
         return Plan(pins=sorted_pods.repins)
     if isinstance(gang, UnknownSize):
         return Plan(pins=sorted_pods.repins, unknown_size=True)
+    if isinstance(gang, UndeclaredSize):
+        return _refuse(sorted_pods, sorted_pods.waiting, gang.message, GANG_SIZE_UNDECLARED)
     ask = _ask(key, domain, placement, sorted_pods, gang, view, gpus_of, limits)
     if isinstance(ask, Plan):
         return ask
@@ -139,11 +143,13 @@ def plan_domain(
     )
 
 
-def _refuse(pods: DomainPods, waiting: Sequence[Pod], message: str) -> Plan:
+def _refuse(
+    pods: DomainPods, waiting: Sequence[Pod], message: str, reason: str = INVALID_REQUEST
+) -> Plan:
     return Plan(
         pins=pods.repins,
-        holds=holds(waiting, INVALID_REQUEST, message),
-        notices=(Notice(type="Warning", reason=INVALID_REQUEST, message=message),),
+        holds=holds(waiting, reason, message),
+        notices=(Notice(type="Warning", reason=reason, message=message),),
     )
 
 

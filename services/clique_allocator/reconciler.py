@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from opentelemetry import trace
@@ -25,22 +25,31 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Tracer
 
 from services.clique_allocator.caches import Caches
-from services.clique_allocator.gang import JOB_KIND, GangSize, UnknownSize, gang_size
+from services.clique_allocator.gang import (
+    JOB_KIND,
+    GangSize,
+    UndeclaredSize,
+    UnknownSize,
+    gang_size,
+)
 from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks, restrict
 from services.clique_allocator.metrics import AllocatorMetrics
 from services.clique_allocator.objects import finished
-from services.clique_allocator.placement import ClusterView, NodeLimits
-from services.clique_allocator.plan import PLACED, plan_domain
+from services.clique_allocator.placement import ClusterView
+from services.clique_allocator.plan import PLACED, LimitsOf, plan_domain
+from services.clique_allocator.plan_units import plan_units
 from services.clique_allocator.planning.hold import Hold
 from services.clique_allocator.planning.outcome import Pin, Plan
+from services.clique_allocator.planning.unitrecords import unit_specs
 from services.clique_allocator.ranks import pod_rank
 from services.clique_allocator.records import owned_by
 from services.clique_allocator.state import ClusterState
 from services.clique_allocator.tracecontext import story
+from services.clique_allocator.units import has_units, split_units, unit_asks
 from services.clique_allocator.writes import AllocatorWrites
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS
-from shared.crds.placement import Placement
+from shared.crds.placement import Placement, PlacementSpec
 from shared.kube.errors import KubeApiError
 from shared.kube.keys import ObjectKey
 from shared.kube.models import Pod
@@ -129,30 +138,8 @@ class AllocatorReconciler:
         )
         async with self._lock:
             placement = await self._placement(text, domain)
-            gang: GangSize | UnknownSize = GangSize(pods=0, source="")
-            live = [pod for pod in pods if not finished(pod)]
-            if domain is not None:
-                explicit = domain.spec.gang.size if domain.spec.gang is not None else None
-                gang = gang_size(explicit=explicit, pods=live, workload=self._caches.workload)
-
-            def limits(gpus_per_pod: int) -> NodeLimits | None:
-                return self._state.limits(text, live, gpus_per_pod)
-
             started = time.perf_counter()
-            view, gpus_of = self._gpu_view(pods)
-            plan = plan_domain(
-                key=text,
-                domain=domain,
-                placement=placement.spec if placement is not None else None,
-                pods=pods,
-                gang=gang,
-                view=view,
-                ranks=self._ranks(pods),
-                now=datetime.now(UTC).replace(microsecond=0),
-                nodes_without_nvlink=self._state.nodes_without_nvlink(),
-                gpus_of=gpus_of,
-                limits=limits,
-            )
+            plan = self._plan(text, domain, placement.spec if placement is not None else None, pods)
             self._metrics.placement_decision_seconds.observe(time.perf_counter() - started)
             trace.get_current_span().set_attribute("cdo.placement.action", plan.action)
             await self._apply_record(key, domain, placement, plan, traced=traced)
@@ -169,6 +156,68 @@ class AllocatorReconciler:
                 )
         return self._after(key, plan, evictions_refused=refused)
 
+    def _plan(
+        self,
+        key: str,
+        domain: ComputeDomain | None,
+        placement: PlacementSpec | None,
+        pods: list[Pod],
+    ) -> Plan:
+        """The plan for the domain from the caches: in gang units when it has any."""
+        live = [pod for pod in pods if not finished(pod)]
+        view, gpus_of = self._gpu_view(pods)
+        now = datetime.now(UTC).replace(microsecond=0)
+        without_nvlink = self._state.nodes_without_nvlink()
+
+        def limits_of(found: Sequence[Pod]) -> LimitsOf:
+            unit_live = [pod for pod in found if not finished(pod)]
+            return lambda gpus_per_pod: self._state.limits(key, unit_live, gpus_per_pod)
+
+        gang: GangSize | UnknownSize | UndeclaredSize = GangSize(pods=0, source="")
+        if domain is not None and not domain.deleting:
+            spec = domain.spec.gang
+            explicit = spec.size if spec is not None else None
+            unit_label = spec.unit_label if spec is not None else None
+            units = split_units(live, unit_label=unit_label)
+            recorded = unit_specs(placement) if placement is not None else {}
+            if has_units(units, recorded):
+                asks = unit_asks(
+                    units,
+                    recorded={unit: part.size for unit, part in recorded.items()},
+                    explicit=explicit,
+                    unit_label=unit_label,
+                    namespace=domain.metadata.namespace,
+                    template=domain.template_name,
+                    workload=self._caches.workload,
+                    jobset_jobs=self._caches.jobset_jobs,
+                    ranks_of=self._ranks,
+                )
+                return plan_units(
+                    key=key, domain=domain, placement=placement, units=asks,
+                    unlabelled=units.unlabelled, unknown=units.unknown, view=view, now=now,
+                    nodes_without_nvlink=without_nvlink, gpus_of=gpus_of, limits=limits_of,
+                )  # fmt: skip
+            gang = gang_size(
+                explicit=explicit,
+                pods=live,
+                workload=self._caches.workload,
+                template=domain.template_name,
+                jobset_jobs=self._caches.jobset_jobs,
+            )
+        return plan_domain(
+            key=key,
+            domain=domain,
+            placement=placement,
+            pods=pods,
+            gang=gang,
+            view=view,
+            ranks=self._ranks(pods),
+            now=now,
+            nodes_without_nvlink=without_nvlink,
+            gpus_of=gpus_of,
+            limits=limits_of(pods),
+        )
+
     def _gpu_view(self, pods: list[Pod]) -> tuple[ClusterView, Callable[[Pod], int]]:
         """The view the domain is placed in (nodes that serve the ways its pods ask for GPUs)
         and the GPUs each of its pods asks for (``gpuapis.py``)."""
@@ -177,7 +226,7 @@ class AllocatorReconciler:
         needed = apis_needed(asks.values())
         return restrict(view, self._state.facts(), needed), gpu_counter(asks, view)
 
-    def _ranks(self, pods: list[Pod]) -> dict[str, int]:
+    def _ranks(self, pods: Sequence[Pod]) -> dict[str, int]:
         """The ranks of the pods that carry an index (``ranks.py``)."""
 
         def parallelism(namespace: str, job: str) -> int | None:

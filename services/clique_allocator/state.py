@@ -31,8 +31,9 @@ from services.clique_allocator.eligibility import LimitsMemo, node_limits
 from services.clique_allocator.needs import gang_needs
 from services.clique_allocator.nodes import NodeFacts, build_cliques, node_facts, without_nvlink
 from services.clique_allocator.placement import ClusterView, NodeLimits, Reservation
-from services.clique_allocator.planning.slices import reservations_of
+from services.clique_allocator.planning.unitrecords import recorded_reservations
 from services.clique_allocator.records import foreign_reservation
+from services.clique_allocator.units import in_domain
 from services.clique_allocator.usage import UsageTable, usage_table
 from shared.crds.names import GPU_RESOURCE, HOSTNAME_LABEL
 from shared.crds.placement import Placement
@@ -118,9 +119,19 @@ class ClusterState:
         return self._without_nvlink
 
     def advance(self, domain: str, reservations: Sequence[Reservation]) -> None:
-        """The allocator recorded ``reservations`` for ``domain`` (none: deleted its record)."""
+        """The allocator recorded ``reservations`` for ``domain`` (none: deleted its record);
+        a domain in gang units holds them under its units' keys (``units.py``)."""
         if self._view is not None:
-            self._view = self._view.with_domain(domain, reservations)
+            by_key: dict[str, list[Reservation]] = {domain: []}
+            for key in self._view.domains:
+                if in_domain(key, domain):
+                    by_key[key] = []
+            for reservation in reservations:
+                by_key.setdefault(reservation.domain, []).append(reservation)
+            view = self._view
+            for key, held in sorted(by_key.items()):
+                view = view.with_domain(key, held)
+            self._view = view
         self._usage = None
 
     def _build(self) -> ClusterView:
@@ -158,7 +169,7 @@ class ClusterState:
             placement = self._book.current(key, cached.get(key))
             if placement is None or placement.spec.gpus_per_pod < 1:
                 continue
-            reservations.extend(reservations_of(key, placement.spec))
+            reservations.extend(recorded_reservations(key, placement.spec))
             namespace = placement.metadata.namespace
             recorded.update(
                 (namespace, pod.name)

@@ -113,6 +113,21 @@ class GangSpec(CrdStruct, frozen=True, kw_only=True):
         ]
         | None
     ) = None
+    unit_label: (
+        Annotated[
+            str,
+            Meta(
+                description="Place the domain's pods as independent gang units, one per value of "
+                "this pod label: each unit is placed all or nothing, in its own slices and with "
+                "its own IMEX channel per clique, apart from the other units. spec.gang.size is "
+                "then the size of each unit (required). Without it a LeaderWorkerSet's groups are "
+                "the units, and every other workload is one gang.",
+                min_length=1,
+                max_length=317,
+            ),
+        ]
+        | None
+    ) = None
     nodes: (
         Annotated[
             int,
@@ -187,7 +202,13 @@ class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
                             "spec.gang.nodes must not exceed spec.gang.size: every node needs "
                             "at least one pod",
                             field_path=".nodes",
-                        )
+                        ),
+                        rule(
+                            "!has(self.unitLabel) || has(self.size)",
+                            "spec.gang.size is required with spec.gang.unitLabel: it is the "
+                            "number of pods in each unit",
+                            field_path=".size",
+                        ),
                     ]
                 },
             ),

@@ -95,6 +95,15 @@ class PlacementSlice(CrdStruct, frozen=True, kw_only=True):
             le=MAX_CHANNELS - 1,
         ),
     ]
+    unit: Annotated[
+        str,
+        Meta(
+            description="The gang unit the slice belongs to (a LeaderWorkerSet group, named "
+            "by its leader pod; or a value of spec.gang.unitLabel); empty when the domain is "
+            "one gang. Ranks count within the unit, and each unit has its own channel per "
+            "clique."
+        ),
+    ] = ""
     first_rank: Annotated[int, Meta(description="The slice's lowest rank in the gang.", ge=0)] = 0
     size: Annotated[int, Meta(description="Ranks the slice covers.", ge=0)] = 0
     waiting_since: (

@@ -60,6 +60,12 @@ def with_channel(**channel: Any) -> dict[str, Any]:
             id="no channel",
         ),
         pytest.param(
+            domain_manifest("d", "d-rct", gang={"unitLabel": "team"}),
+            "spec.gang.size",
+            "spec.gang.size is required with spec.gang.unitLabel",
+            id="a unit label without a unit size",
+        ),
+        pytest.param(
             domain_manifest("d", "d-rct", gang={"size": 8, "nodes": 9}),
             "spec.gang.nodes",
             "must not exceed spec.gang.size",

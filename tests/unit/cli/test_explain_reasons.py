@@ -29,6 +29,7 @@ from cli.explain.facts import (
     SliceFact,
 )
 from cli.explain.reasons import meaning
+from services.clique_allocator import gang
 from services.clique_allocator import plan as allocator_plan
 from services.clique_allocator.placement import Reason
 from services.clique_allocator.planning import failover, hold, notices, nvlinkless
@@ -75,6 +76,7 @@ def values(kind: type[enum.Enum]) -> set[str]:
 
 PLACEMENT = values(Reason) | {
     hold.GANG_COMPLETE,
+    gang.GANG_SIZE_UNDECLARED,
     allocator_plan.INVALID_REQUEST,
     allocator_plan.PLACED,
 }

@@ -10,7 +10,7 @@ import msgspec
 from services.clique_allocator.nodes import build_cliques, node_facts
 from services.clique_allocator.objects import Workload
 from services.clique_allocator.placement import ClusterView, Reservation
-from services.clique_allocator.planning.slices import reservations_of
+from services.clique_allocator.planning.unitrecords import recorded_reservations
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import (
     LegacyMember,
@@ -128,6 +128,7 @@ def domain(
     spread: int | None = None,
     failover: dict[str, Any] | None = None,
     deleting: bool = False,
+    unit_label: str | None = None,
 ) -> ComputeDomain:
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
     gang_spec: dict[str, Any] = {}
@@ -137,6 +138,8 @@ def domain(
         gang_spec["sliceSize"] = slice_size
     if spread is not None:
         gang_spec["nodes"] = spread
+    if unit_label is not None:
+        gang_spec["unitLabel"] = unit_label
     if gang_spec:
         spec["gang"] = gang_spec
     if num_nodes is not None:
@@ -150,11 +153,23 @@ def domain(
 
 
 def workload(
-    *, replicas: int | None = None, uid: str = "rs-uid", succeeded: int = 0, **spec: Any
+    *,
+    replicas: int | None = None,
+    uid: str = "rs-uid",
+    succeeded: int = 0,
+    labels: dict[str, str] | None = None,
+    makes: str | None = None,
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
 ) -> Workload:
+    """A workload; ``makes``: the claim template its pods use; ``annotations``: its pod
+    template's."""
+    template: dict[str, Any] = {"metadata": {"annotations": annotations or {}}, "spec": {}}
+    if makes is not None:
+        template["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimTemplateName": makes}]
     body: dict[str, Any] = {
-        "metadata": {"uid": uid},
-        "spec": dict(spec),
+        "metadata": {"uid": uid, "labels": labels or {}},
+        "spec": {**spec, "template": template},
         "status": {"succeeded": succeeded},
     }
     if replicas is not None:
@@ -242,6 +257,6 @@ def view(nodes: list[Node], **records: PlacementSpec) -> ClusterView:
     reservations: list[Reservation] = [
         reservation
         for name, spec in records.items()
-        for reservation in reservations_of(f"default/{name}", spec)
+        for reservation in recorded_reservations(f"default/{name}", spec)
     ]
     return ClusterView.build(cliques=build_cliques(facts), reservations=reservations)

@@ -11,6 +11,7 @@ from services.clique_allocator.gang import (
     UnknownSize,
     gang_size,
     gpus_per_pod,
+    undeclared,
 )
 from services.clique_allocator.objects import Workload
 from shared.kube.models import Pod
@@ -65,7 +66,10 @@ def size(pods: list[Pod], explicit: int | None = None, **found: Workload) -> int
         pytest.param([pod("a", owner=None), pod("b", owner=None)], {}, None,
                      2, id="bare pods count one each"),
         pytest.param([pod("a", owner=("DaemonSet", "ds", "ds-uid"))], {}, None,
-                     1, id="other owners count one each"),
+                     undeclared(pod("a"), "DaemonSet", "ds"),
+                     id="a kind cdo cannot size: the size must be declared"),
+        pytest.param([pod("a", owner=("DaemonSet", "ds", "ds-uid"))], {}, 6,
+                     6, id="a declared size serves any kind"),
         pytest.param([pod("a", owner=RS)], {}, None,
                      "waiting to see ReplicaSet train-rs", id="workload not cached yet"),
         pytest.param([pod("a", owner=RS)], {"ReplicaSet/train-rs": workload(replicas=3,
