@@ -31,7 +31,8 @@ Degraded message, and a slice that failed over (``movedFrom``) in the Placed mes
 Ready exactly when condition Ready is True; ``status.nodes`` has one entry per member node
 (once, however many slices use it), Ready when that node is healthy and its pods run;
 ``status.cliques`` one entry per clique the slices use; ``status.clique`` and
-``status.channel`` are set only for a domain in exactly one clique.
+``status.channel`` are set only for a domain in exactly one clique (the channel only when its
+slices there share one: gang units each have their own).
 
 The messages' wording is ``status_messages.py``'s; the node, clique and event entries are
 ``status_entries.py``'s.
@@ -305,13 +306,15 @@ def compute_status(
     )
     cliques = clique_entries(placed)
     one = cliques[0] if len(cliques) == 1 else None  # clique and channel of a one-clique domain
+    # Gang units in one clique each have a channel of their own: then there is no one channel.
+    one_channel = len({piece.spec.channel for piece in placed.slices}) == 1
     status = ComputeDomainStatus(
         status="Ready" if ready.status == "True" else "NotReady",
         nodes=node_entries(placed),
         conditions=conditions,
         observed_generation=facts.generation,
         clique=one.clique if one is not None else None,
-        channel=one.channel if one is not None else None,
+        channel=one.channel if one is not None and one_channel else None,
         cliques=cliques,
     )
     reason = _deleting(facts, step).reason if step is not None else ready.reason

@@ -61,6 +61,7 @@ def event_slice(piece: SliceView) -> DomainSlice:
         index=piece.spec.index,
         clique=piece.spec.clique,
         channel=piece.spec.channel,
+        unit=piece.spec.unit,
         first_rank=piece.spec.first_rank,
         size=piece.spec.size,
         pods=piece.pods,

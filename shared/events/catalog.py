@@ -65,6 +65,14 @@ class DomainSlice(msgspec.Struct, frozen=True, kw_only=True):
     index: Annotated[int, Meta(description="Slice number, from 0.", ge=0)]
     clique: CliqueId
     channel: Annotated[int, Meta(description="The domain's IMEX channel in the clique.", ge=0)]
+    unit: Annotated[
+        str,
+        Meta(
+            description="The gang unit of the slice (a LeaderWorkerSet group, named by its "
+            "leader pod, or a value of spec.gang.unitLabel); empty when the domain is one gang. "
+            "Ranks count within the unit; each unit has its own channel in a clique."
+        ),
+    ] = ""
     first_rank: Annotated[int, Meta(description="The slice's lowest rank in the gang.", ge=0)] = 0
     size: Annotated[int, Meta(description="Ranks the slice covers.", ge=0)] = 0
     pods: Annotated[int, Meta(description="Pods placed in the slice.", ge=0)] = 0

@@ -39,6 +39,7 @@ recreate its group.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 from datetime import UTC, datetime
@@ -308,10 +309,13 @@ class LeaderWorkerSetController:
                 namespace=namespace,
             )
         pods = self._pods_of(lws)
-        for pod in pods:
-            labels = missing_labels(lws, pod)
-            if labels and not is_terminating(pod):
-                await self._patch_labels(pod, labels)
+        # Upstream's webhook labels pods as they are created; here the patches go out together
+        # so that a large LWS is not labelled one pod per round trip.
+        async with asyncio.TaskGroup() as patches:
+            for pod in pods:
+                labels = missing_labels(lws, pod)
+                if labels and not is_terminating(pod):
+                    patches.create_task(self._patch_labels(pod, labels))
         # A failed leader still counts: its group is recreated below.
         leaders = [
             p
@@ -320,17 +324,20 @@ class LeaderWorkerSetController:
         ]
         group_pods: dict[str, list[Pod]] = {}
         recreate = lws.spec.leader_worker_template.restart_policy in RECREATE_GROUP
-        for leader in leaders:
-            group = leader.metadata.labels.get(POD_INDEX_LABEL, "")
-            if not group.isdigit():
-                continue
-            worker_sts = self._stateful_sets.cache.get(f"{namespace}/{lws.metadata.name}-{group}")
-            workers = self._workers(worker_sts, leader)
-            group_pods[leader.metadata.uid] = [leader, *workers]
-            if recreate and self._group_broken(leader, workers):
-                await self._delete_leader(leader)
-                continue
-            await self._keep_workers(lws, leader, group, worker_sts)
+        async with asyncio.TaskGroup() as tasks:  # the groups are independent of each other
+            for leader in leaders:
+                group = leader.metadata.labels.get(POD_INDEX_LABEL, "")
+                if not group.isdigit():
+                    continue
+                worker_sts = self._stateful_sets.cache.get(
+                    f"{namespace}/{lws.metadata.name}-{group}"
+                )
+                workers = self._workers(worker_sts, leader)
+                group_pods[leader.metadata.uid] = [leader, *workers]
+                if recreate and self._group_broken(leader, workers):
+                    tasks.create_task(self._delete_leader(leader))
+                    continue
+                tasks.create_task(self._keep_workers(lws, leader, group, worker_sts))
         status = lws_status(lws, leaders, group_pods, now=timestamp(datetime.now(UTC)))
         if status != lws.status:
             try:

@@ -32,7 +32,7 @@ from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Node, Pod
 
-from .builders import CLIQUE_A, CLIQUE_B, domain, pod, rack, view, workload
+from .builders import CLIQUE_A, CLIQUE_B, domain, pod, rack, slice_of, view, workload
 
 RACKS = rack("a", CLIQUE_A, 18) + rack("b", CLIQUE_B, 18)  # two NVL72 racks, 4 GPUs a node
 TEMPLATE = "train-rct"
@@ -331,3 +331,43 @@ def test_a_jobset_gang_is_every_pod_of_its_jobs_that_use_the_domain(
 def test_unit_records_split_and_merge_back_unchanged() -> None:
     record = placed(group_pods(range(6)), statefulsets(6))
     assert merge_units(record, unit_specs(record), gpus_per_pod=4) == record
+
+
+def one_gpu_groups(groups: int) -> list[Pod]:
+    return [
+        pod(
+            f"serve-{g}" if w == 0 else f"serve-{g}-{w}",
+            gpus=1,
+            owner=("StatefulSet", "serve" if w == 0 else f"serve-{g}", "u"),
+            labels={LWS_NAME: "serve", LWS_GROUP_INDEX: str(g), LWS_WORKER_INDEX: str(w)},
+        )
+        for g in range(groups)
+        for w in range(4)
+    ]
+
+
+def test_eighteen_small_groups_pack_densely_beside_another_domain_each_on_its_own_channel() -> None:
+    other = slice_of(*((f"a-n{i:02d}", 1, (f"o{i}",)) for i in range(9)), clique=CLIQUE_A)
+    other_record = PlacementSpec(gpus_per_pod=4, size=9, slices=(other,))
+    cd = domain()
+    pods = one_gpu_groups(18)
+    units = split_units(pods, unit_label=None)
+    asks = unit_asks(
+        units, recorded={}, explicit=None, unit_label=None, namespace="default",
+        template=TEMPLATE, workload=lookup(statefulsets(18)),
+        jobset_jobs=lambda namespace, name: (), ranks_of=lambda pods: {},
+    )  # fmt: skip
+    result = plan_units(
+        key="default/train", domain=cd, placement=None, units=asks,
+        view=view(RACKS, other=other_record), gpus_of=lambda p: p.gpus("nvidia.com/gpu"),
+    )  # fmt: skip
+    assert result.record is not None
+    groups = groups_of(result.record)
+    assert len(groups) == 18
+    # Dense: 72 one-GPU pods on 18 nodes of 4 GPUs, the 9 free nodes of rack A used too.
+    nodes = {m.node for piece in result.record.slices for m in piece.members}
+    assert len(nodes) == 18
+    assert any(node.startswith("a-") for node in nodes)
+    channels = [(clique, channel) for clique, channel, _ in groups.values()]
+    assert len(set(channels)) == 18
+    assert (CLIQUE_A, other.channel) not in channels

@@ -728,3 +728,21 @@ def test_a_domain_without_nvlink_lists_its_nodes_as_nvidia_does() -> None:
     assert status.cliques == () and status.clique is None and status.channel is None
     placed = status.condition("Placed")
     assert placed is not None and "runs without IMEX" in placed.message
+
+
+def test_gang_units_in_one_clique_name_no_one_channel_and_each_slice_its_unit() -> None:
+    units = msgspec.structs.replace(
+        TWO_SLICES,
+        slices=(
+            msgspec.structs.replace(TWO_SLICES.slices[0], unit="serve-0"),
+            msgspec.structs.replace(
+                TWO_SLICES.slices[1], unit="serve-1", clique=CLIQUE, first_rank=0
+            ),
+        ),
+    )
+    assessment = compute_status(two_slice_facts(placement=units), previous=EMPTY, now=NOW)
+    assert (assessment.status.clique, assessment.status.channel) == (CLIQUE, None)
+    assert [(s.unit, s.channel, s.first_rank) for s in assessment.slices] == [
+        ("serve-0", 7, 0),
+        ("serve-1", 2, 0),
+    ]
