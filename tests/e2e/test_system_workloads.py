@@ -58,7 +58,7 @@ def pod_spec(name: str, gpus: int, *, indent: int, restart: str = "") -> str:
       image: registry.example.com/work:1.0
       resources:
         limits:
-          nvidia.com/gpu: "{gpus}"
+          nvidia.com/gpu: {gpus}
         claims:
           - name: imex-channel
   resourceClaims:

@@ -63,15 +63,29 @@ def default_container(container: Obj) -> None:
     container.setdefault("terminationMessagePolicy", "File")
     if "image" in container and isinstance(container["image"], str):
         container.setdefault("imagePullPolicy", image_pull_policy(container["image"]))
-    resources = container.setdefault("resources", {})
+    container.setdefault("resources", {})
+    canonical_resources(container)
+    for port in container.get("ports") or ():
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+
+
+def canonical_resources(container: Obj) -> None:
+    """The container's resource quantities as strings (``4`` -> ``"4"``)."""
+    resources = container.get("resources")
     if isinstance(resources, dict):
         for kind in ("requests", "limits"):
             amounts = resources.get(kind)
             if isinstance(amounts, dict):
                 resources[kind] = {name: quantity_text(v) for name, v in amounts.items()}
-    for port in container.get("ports") or ():
-        if isinstance(port, dict):
-            port.setdefault("protocol", "TCP")
+
+
+def canonical_pod_spec(spec: Obj) -> None:
+    """A pod spec's quantities as the server decodes them (see ``Strategy.canonical``)."""
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or ():
+            if isinstance(container, dict):
+                canonical_resources(container)
 
 
 def default_pod_spec(spec: Obj) -> None:

@@ -9,6 +9,7 @@ import itertools
 from typing import Any
 
 from sim.kubeapi.kinds.common import (
+    canonical_pod_spec,
     condition,
     default_pod_spec,
     ensure,
@@ -170,6 +171,11 @@ class PodStrategy(Strategy):
         "status.podIP": lambda o: text(o, "status", "podIP"),
         "status.nominatedNodeName": lambda o: text(o, "status", "nominatedNodeName"),
     }
+
+    def canonical(self, obj: Obj) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            canonical_pod_spec(spec)
 
     def default(self, obj: Obj) -> None:
         spec = ensure(obj, "spec")

@@ -61,6 +61,11 @@ class Strategy:
     def default(self, obj: Obj) -> None:
         """Fill defaulted fields (runs on create and update, before validation)."""
 
+    def canonical(self, obj: Obj) -> None:
+        """Put fields in the form the server decodes them into (a quantity given as a number
+        becomes its string) before admission sees the object: kube-apiserver hands webhooks
+        the object as it decoded it, never the client's raw JSON."""
+
     def prepare_create(self, obj: Obj) -> None:
         """Reset what clients may not set at creation (status is cleared by the engine)."""
 

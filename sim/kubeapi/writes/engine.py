@@ -270,6 +270,7 @@ class Engine:
         name = m.get("name") or ""
         self._check_namespace(rt, namespace, name, creating=True)
         self._check_crd_active(rt)
+        strategy.canonical(obj)
         self._builtin_admission(rt, obj)
         req = self.admission_request(
             rt,
@@ -411,6 +412,7 @@ class Engine:
         old = cur.obj()
         # A second decode of the stored bytes is a cheaper private copy than copying ``old``.
         old_version_form = rt.from_storage(cur.obj())
+        strategy.canonical(new_version_form)
         if not subresource:
             self._builtin_admission(rt, new_version_form)
         req = self.admission_request(

@@ -143,6 +143,23 @@ async def test_mutating_webhook_patches_object(http: Http, hook: Hook) -> None:
     assert req["object"]["metadata"]["name"] == "p" and req["oldObject"] is None
 
 
+async def test_webhooks_see_quantities_as_the_server_decodes_them(http: Http, hook: Hook) -> None:
+    """A client may send ``nvidia.com/gpu: 4``; the webhook gets ``"4"``, as from kube-apiserver."""
+    await _configure(http, MUTATING, _webhook(hook, "/mutate"))
+    pod = _pod("gpus")
+    pod["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": 4, "cpu": 0.5},
+        "requests": {"memory": 1024},
+    }
+    status, body, _ = await http.post(PODS, pod)
+    assert status == 201, body
+    resources = hook.reviews[0]["request"]["object"]["spec"]["containers"][0]["resources"]
+    assert resources == {
+        "limits": {"nvidia.com/gpu": "4", "cpu": "500m"},
+        "requests": {"memory": "1024"},
+    }
+
+
 async def test_validating_webhook_denies(http: Http, hook: Hook) -> None:
     await _configure(http, VALIDATING, _webhook(hook, "/validate"))
     status, body, _ = await http.post(CMS, {"metadata": {"name": "c", "labels": {"deny": "true"}}})

@@ -371,3 +371,12 @@ def test_eighteen_small_groups_pack_densely_beside_another_domain_each_on_its_ow
     channels = [(clique, channel) for clique, channel, _ in groups.values()]
     assert len(set(channels)) == 18
     assert (CLIQUE_A, other.channel) not in channels
+
+
+def test_a_group_larger_than_a_clique_is_sliced_within_its_unit() -> None:
+    result = plan(group_pods([0], 20), statefulsets(1, 20))
+    assert result.record is not None
+    pieces = sorted(result.record.slices, key=lambda p: p.first_rank)
+    assert {p.unit for p in pieces} == {"serve-0"}
+    assert [(p.first_rank, p.size) for p in pieces] == [(0, 18), (18, 2)]
+    assert len({p.clique for p in pieces}) == 2
