@@ -62,6 +62,7 @@ from shared.tracing.story import node_faults, story_annotations, story_parent, s
 log = logging.getLogger("cdo.clique_allocator")
 
 UNKNOWN_SIZE_RETRY_S = 1.0
+HELD_KEPT = 100_000
 EVICTION_RETRY_S = 5.0
 """A pod a disruption budget kept from eviction is tried again after this long."""
 
@@ -100,6 +101,10 @@ class AllocatorReconciler:
         self._resync_s = resync_s
         self._retry_waiting_s = retry_waiting_s
         self._lock = asyncio.Lock()
+        self._held: dict[str, None] = {}
+        """Uids of pods this allocator held (condition Placed=False) and has not pinned since,
+        oldest first (at most ``HELD_KEPT``): a pin writes Placed=True for them even when the
+        cache does not show the hold yet."""
         self.waiting: set[ObjectKey] = set()
         self.wake_waiting: Callable[[], None] = lambda: None
         """Set by the owner: queue every waiting domain again."""
@@ -315,8 +320,11 @@ class AllocatorReconciler:
             pod = pods.get(item.pod)
             if pod is None:
                 return
+            # The hold this allocator wrote may not be in the cache yet: it counts as waited.
+            waited = item.waited or pod.metadata.uid in self._held
             async with self._pod_writes:
-                if await self._writes.pin(pod, item.node) and item.waited:
+                if await self._writes.pin(pod, item.node) and waited:
+                    self._held.pop(pod.metadata.uid, None)
                     await self._writes.set_condition(
                         pod,
                         status="True",
@@ -334,6 +342,9 @@ class AllocatorReconciler:
                 await self._writes.set_condition(
                     pod, status="False", reason=item.reason, message=item.message
                 )
+                self._held[pod.metadata.uid] = None
+                if len(self._held) > HELD_KEPT:  # pods deleted while held are never pinned
+                    del self._held[next(iter(self._held))]
 
         async with asyncio.TaskGroup() as group:
             for item in plan.pins:

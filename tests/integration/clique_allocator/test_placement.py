@@ -89,8 +89,13 @@ async def test_gangs_take_separate_racks_and_a_gang_that_cannot_fit_waits_then_l
     await wait_for(lambda: all_pinned(api, pods["c"]), what="c placed once room appeared")
     c = await api.placement("c")
     assert c is not None and c.spec.slices[0].clique == a.spec.slices[0].clique
-    after = await api.pod(pods["c"][0])
-    assert after is not None and placed_condition(after) == ("True", "Placed")
+
+    async def c_placed() -> bool:
+        after = await api.pod(pods["c"][0])
+        return after is not None and placed_condition(after) == ("True", "Placed")
+
+    # The condition is written after the pin: wait for it (a pinned pod never keeps False).
+    await wait_for(c_placed, what="c's pod Placed=True")
     released = await api.placement("a")
     assert released is not None and members(released.spec) == [] and released.spec.size == 0
     check_no_double_booking(await api.placements())
