@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
-from typing import Annotated, Literal
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
@@ -110,116 +110,36 @@ class ControllerManager:
         metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings or ControllerSettings()
-        self._client = client
+        self.client = client
         self.metrics = metrics or Metrics()
         self.informers = SharedInformers(
             client, settings=self.settings.informer, metrics=self.metrics
         )
         self._synced = asyncio.Event()
         self._loops: list[Loop] = []
-        chosen = set(self.settings.controllers)
-        settings = self.settings
-        if "deployment" in chosen:
-            deployments = DeploymentController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                recorder=self._recorder(client, "deployment-controller"),
-                workers=settings.workers,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.append(deployments.loop)
-        if "replicaset" in chosen:
-            replica_sets = ReplicaSetController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                recorder=self._recorder(client, "replicaset-controller"),
-                workers=settings.workers,
-                burst=settings.burst_replicas,
-                expectations_ttl_s=settings.expectations_ttl_s,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.append(replica_sets.loop)
-        if "job" in chosen:
-            jobs = JobController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                recorder=self._recorder(client, "job-controller"),
-                workers=settings.workers,
-                expectations_ttl_s=settings.expectations_ttl_s,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.append(jobs.loop)
-        if "resourceclaim" in chosen:
-            claims = ResourceClaimController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                workers=settings.workers,
-                expectations_ttl_s=settings.expectations_ttl_s,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.extend(claims.loops)
-        if "devicetaint" in chosen:
-            evictions = DeviceTaintEvictionController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                workers=settings.workers,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.extend(evictions.loops)
-        if "disruption" in chosen:
-            budgets = DisruptionController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                workers=settings.workers,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.extend(budgets.loops)
-        self._add_workload_sets(client, chosen)
+        for name in ALL_CONTROLLERS:
+            if name in self.settings.controllers:
+                self._loops.extend(_BUILDERS[name](self))
 
-    def _add_workload_sets(self, client: KubeClient, chosen: set[ControllerName]) -> None:
+    def common(self) -> dict[str, Any]:
+        """The arguments every controller takes, as keywords."""
         settings = self.settings
-        if "statefulset" in chosen:
-            stateful_sets = StatefulSetController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                recorder=self._recorder(client, "statefulset-controller"),
-                workers=settings.workers,
-                expectations_ttl_s=settings.expectations_ttl_s,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.append(stateful_sets.loop)
-        if "jobset" in chosen:
-            job_sets = JobSetController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                workers=settings.workers,
-                expectations_ttl_s=settings.expectations_ttl_s,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.append(job_sets.loop)
-        if "leaderworkerset" in chosen:
-            groups = LeaderWorkerSetController(
-                client,
-                self.informers,
-                metrics=self.metrics,
-                workers=settings.workers,
-                rate_limit=settings.rate_limit,
-            )
-            self._loops.append(groups.loop)
+        return {
+            "metrics": self.metrics,
+            "workers": settings.workers,
+            "rate_limit": settings.rate_limit,
+        }
 
-    def _recorder(self, client: KubeClient, component: str) -> EventRecorder | None:
+    def expecting(self) -> dict[str, Any]:
+        """:meth:`common` and the expectations' TTL, for controllers that create pods."""
+        return {**self.common(), "expectations_ttl_s": self.settings.expectations_ttl_s}
+
+    def recorder(self, component: str) -> EventRecorder | None:
+        """The Event recorder of ``component`` (None when Events are not recorded)."""
         if not self.settings.record_events:
             return None
         return EventRecorder(
-            client, component=component, instance=socket.gethostname(), metrics=self.metrics
+            self.client, component=component, instance=socket.gethostname(), metrics=self.metrics
         )
 
     @property
@@ -242,7 +162,7 @@ class ControllerManager:
         """Run informers and controllers until cancelled or drained; see the module docstring."""
         if CRD_CONTROLLERS & set(self.settings.controllers):
             # As installing JobSet and LWS does: their CRDs come with their controllers.
-            await install_workload_crds(self._client)
+            await install_workload_crds(self.client)
         async with asyncio.TaskGroup() as group:
             watchers = [
                 group.create_task(informer.run(), name=f"informer {informer.resource.plural}")
@@ -284,3 +204,47 @@ class ControllerManager:
         for result in results:
             if isinstance(result, Exception):
                 raise result
+
+
+def _loops(*found: Loop | Sequence[Loop]) -> list[Loop]:
+    return [loop for item in found for loop in (item if isinstance(item, Sequence) else (item,))]
+
+
+_BUILDERS: dict[ControllerName, Callable[[ControllerManager], list[Loop]]] = {
+    "deployment": lambda m: _loops(
+        DeploymentController(
+            m.client, m.informers, recorder=m.recorder("deployment-controller"), **m.common()
+        ).loop
+    ),
+    "replicaset": lambda m: _loops(
+        ReplicaSetController(
+            m.client,
+            m.informers,
+            recorder=m.recorder("replicaset-controller"),
+            burst=m.settings.burst_replicas,
+            **m.expecting(),
+        ).loop
+    ),
+    "job": lambda m: _loops(
+        JobController(
+            m.client, m.informers, recorder=m.recorder("job-controller"), **m.expecting()
+        ).loop
+    ),
+    "resourceclaim": lambda m: _loops(
+        ResourceClaimController(m.client, m.informers, **m.expecting()).loops
+    ),
+    "devicetaint": lambda m: _loops(
+        DeviceTaintEvictionController(m.client, m.informers, **m.common()).loops
+    ),
+    "disruption": lambda m: _loops(DisruptionController(m.client, m.informers, **m.common()).loops),
+    "statefulset": lambda m: _loops(
+        StatefulSetController(
+            m.client, m.informers, recorder=m.recorder("statefulset-controller"), **m.expecting()
+        ).loop
+    ),
+    "jobset": lambda m: _loops(JobSetController(m.client, m.informers, **m.expecting()).loop),
+    "leaderworkerset": lambda m: _loops(
+        LeaderWorkerSetController(m.client, m.informers, **m.common()).loop
+    ),
+}
+"""How each controller is made: its loops, from the manager's shared parts."""
