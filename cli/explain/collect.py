@@ -116,6 +116,7 @@ def placement_fact(placement: Placement) -> PlacementFact:
                 index=piece.index,
                 clique=piece.clique,
                 channel=piece.channel,
+                unit=piece.unit,
                 first_rank=piece.first_rank,
                 size=piece.size,
                 nodes=tuple(member.node for member in piece.members),

@@ -268,12 +268,13 @@ def _slice_lines(facts: DomainFacts) -> tuple[tuple[SliceLine, ...], int]:
         if piece.placed_pods < piece.size:
             reasons += unplaced
         last = piece.first_rank + max(piece.size, 1) - 1
+        ranks = f"{piece.first_rank}-{last}" if piece.size > 1 else str(piece.first_rank)
         lines.append(
             SliceLine(
                 index=piece.index,
                 clique=piece.clique,
                 channel=piece.channel,
-                ranks=f"{piece.first_rank}-{last}" if piece.size > 1 else str(piece.first_rank),
+                ranks=f"{piece.unit} {ranks}" if piece.unit else ranks,
                 nodes=piece.nodes,
                 placed_pods=piece.placed_pods,
                 size=piece.size,

@@ -45,6 +45,8 @@ class SliceFact(msgspec.Struct, frozen=True, kw_only=True):
     index: int
     clique: str
     channel: int
+    unit: str = ""
+    """The gang unit (an LWS group) the slice belongs to; ranks count within it."""
     first_rank: int = 0
     size: int = 0
     nodes: tuple[str, ...] = ()

@@ -211,3 +211,19 @@ def test_explain_reports_each_reason_with_its_meaning(topic: Topic, reason: str)
     assert reported[0].what == expected.what
     assert reported[0].problem
     assert explained.summary == f"{reason}: {expected.what}"
+
+
+def test_slices_of_gang_units_show_their_unit_beside_their_ranks() -> None:
+    placement = PlacementFact(
+        gpus_per_pod=1,
+        size=8,
+        slices=tuple(
+            SliceFact(index=i, clique=CLIQUE, channel=i, unit=f"serve-{i}", size=4, slots=4)
+            for i in range(2)
+        ),
+    )
+    explained = explain(DomainFacts(namespace="ml", name="d", phase="Ready", placement=placement))
+    assert [(s.channel, s.ranks) for s in explained.slices] == [
+        (0, "serve-0 0-3"),
+        (1, "serve-1 0-3"),
+    ]
