@@ -411,12 +411,12 @@ def report(
         f"gpu72_p50_s={by_key.get('gpu72', 0.0):.2f} "
         f"{slices_key}_p50_s={by_key.get(slices_key, 0.0):.2f} "
         f"whole_cluster_p50_s={by_key.get('whole_cluster', 0.0):.2f} "
-        f"lws_groups_ready_p50_s={by_key.get('lws_groups_ready', 0.0):.2f} "
         f"fault_recovered_s={fault_p50:.2f} "
         f"imex_restarts={faults.restarts_outside} "
         f"imex_restarts_faulted_nodes={faults.restarts_faulted} "
         f"failover_s={failover_p50:.2f} failover_grace_s={FAILOVER_GRACE_S} "
         f"failover_imex_restarts={sum(failover.restarts.values()) if failover else 0} "
+        f"lws_groups_ready_p50_s={by_key.get('lws_groups_ready', 0.0):.2f} "
         f"anchor_256_s={ANCHOR_256_S:.0f}"
     )
     return lines

@@ -194,7 +194,7 @@ def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None
         "RESULT seed_p50_s=2.10 gpu72_p50_s=0.00 slices256_p50_s=64.50 "
         "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 imex_restarts=0 "
         "imex_restarts_faulted_nodes=1 failover_s=2.20 failover_grace_s=5 "
-        "failover_imex_restarts=0 anchor_256_s=480"
+        "failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 anchor_256_s=480"
     )
     assert lines[1] == (
         "health monitors: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
@@ -220,7 +220,8 @@ def test_without_fault_or_failover_runs_the_result_keys_stay() -> None:
     assert lines[-1] == (
         "RESULT seed_p50_s=0.00 gpu72_p50_s=0.00 slices256_p50_s=0.00 whole_cluster_p50_s=0.00 "
         "fault_recovered_s=0.00 imex_restarts=0 imex_restarts_faulted_nodes=0 failover_s=0.00 "
-        "failover_grace_s=5 failover_imex_restarts=0 anchor_256_s=480"
+        "failover_grace_s=5 failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 "
+        "anchor_256_s=480"
     )
     assert not [line for line in lines if line.startswith(("failover", "target failover"))]
 
@@ -490,3 +491,16 @@ async def test_the_crd_schema_is_enforced_on_what_the_builders_could_get_wrong(
         code, out = await kubectl(kube, "apply", "-f", str(path))
         assert code != 0
         assert field in out
+
+
+def test_scenario_e_is_an_lws_of_16_groups_of_4_one_gpu_pods() -> None:
+    lws = scenarios(SIZES["small"])["lws"]
+    assert (lws.key, lws.pods, lws.gpus_per_pod, lws.domains) == (
+        "lws_groups_ready",
+        64,
+        1,
+        ("lws",),
+    )
+    (workload,) = [m for m in lws.manifests if m["kind"] == "LeaderWorkerSet"]
+    assert workload["spec"]["replicas"] == 16
+    assert workload["spec"]["leaderWorkerTemplate"]["size"] == 4
