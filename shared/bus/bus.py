@@ -386,19 +386,23 @@ class EventBus:
                 log.debug("subscription drain failed", extra={"error": str(exc)})
 
     async def close(self) -> None:
-        """Write pending snapshots, flush publishes and close the connection."""
+        """Write pending snapshots, wait briefly for the stream's acks, flush publishes and
+        close the connection."""
         self._stopping = True
         self._watch.closing = True
         if self._nc is None or self._nc.is_closed:
             return
-        if self._nc.is_connected:
-            try:
-                await self._snapshots.flush()
-            except Exception as exc:
-                log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
-            if not await cancellable(self.acknowledged(CLOSE_ACK_WAIT_S)):
-                log.warning(
-                    "closing with events the stream has not acknowledged",
-                    extra={"events": self.unacknowledged},
-                )
-        await cancellable(self._nc.drain())
+        try:
+            if self._nc.is_connected:
+                try:
+                    await self._snapshots.flush()
+                except Exception as exc:
+                    log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
+                if not await self.acknowledged(CLOSE_ACK_WAIT_S):
+                    log.warning(
+                        "closing with events the stream has not acknowledged",
+                        extra={"events": self.unacknowledged},
+                    )
+        finally:
+            # Also when cancelled while waiting for acks: the connection is closed all the same.
+            await cancellable(self._nc.drain())
