@@ -16,9 +16,9 @@ away, the connection was down, the ack was lost) is sent again, unchanged, with 
   :data:`NO_STREAM_ANSWERS` such answers the event counts as ``no_stream`` and leaves the outbox;
   live subscribers had it, as with a plain publish. A stream still loading after a server
   restart answers the same way for a moment, hence more than one answer.
-- **No answer at all** after :data:`MAX_SENDS` sends made while connected (the subject has live
-  subscribers but no stream, so nobody answers): counted as ``unanswered`` and let go. Sends
-  while the connection is down do not count, so an outage of any length is waited out.
+- **No answer at all** after :data:`MAX_SENDS` sends (the subject has live subscribers but no
+  stream, so nobody answers): counted as ``unanswered`` and let go. Re-sends are made only while
+  connected, so an outage of any length is waited out.
 - **Rejected** (a PubAck with an error): logged, counted and not retried, as it would be again.
 """
 
@@ -49,7 +49,7 @@ SubscribeFn = Callable[[str, Callable[[Msg], Awaitable[None]]], Awaitable[Subscr
 NO_STREAM_ANSWERS = 3
 """"No responders" answers after which an event is taken as one no stream captures."""
 MAX_SENDS = 5
-"""Sends of one event, made while connected, after which an event nobody answers is let go."""
+"""Sends of one event after which an event nobody answers is let go."""
 NO_RESPONDERS = "503"
 
 Outcome = Literal["stored", "duplicate", "no_stream", "rejected", "malformed", "unanswered"]
