@@ -72,6 +72,28 @@ class Metrics:
             ["type"],
             registry=r,
         )
+        self.publish_acks = Counter(
+            "cdo_bus_publish_acks",
+            "Answers to published events, by result: stored, duplicate (the stream had it "
+            "already), no_stream (no stream captures the subject), rejected, malformed.",
+            ["result"],
+            registry=r,
+        )
+        self.publish_retries = Counter(
+            "cdo_bus_publish_retries",
+            "Events sent again because the stream's ack did not arrive in time.",
+            registry=r,
+        )
+        self.outbox_events = Gauge(
+            "cdo_bus_outbox_events",
+            "Published events awaiting the stream's ack.",
+            registry=r,
+        )
+        self.outbox_dropped = Counter(
+            "cdo_bus_outbox_dropped",
+            "Events dropped unacknowledged because the outbox was full.",
+            registry=r,
+        )
         self.messages_received = Counter(
             "cdo_bus_messages_received",
             "Events received and handed to a handler, by CloudEvent type.",

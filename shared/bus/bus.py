@@ -7,14 +7,17 @@
     await bus.subscribe(NodeFault.subject_template.wildcard(), on_fault, queue="controllers")
     await bus.publish(NodeFault(node="n1", signal="xid", code=79, severity="fatal"))
 
-Publishing is a core NATS publish (the JetStream stream captures it; no ack is awaited on the
-hot path) plus, for events with a snapshot key, a coalesced write of the latest state to the KV
-bucket. Every incoming message goes through one path: decode (dropping and counting what does not
-decode), open a CONSUMER span whose parent comes from ``traceparent``, run the handler, count.
-A handler that raises is logged and counted; the subscription keeps running.
+Publishing sends the event with a reply subject and keeps it in an outbox until the JetStream
+stream acknowledges it, re-sending it unchanged when the ack is late (:mod:`shared.bus.outbox`;
+publishes are pipelined, none waits for its ack), plus, for events with a snapshot key, a
+coalesced write of the latest state to the KV bucket. Without JetStream (``jetstream=False``)
+a publish is a plain NATS publish. Every incoming message goes through one path: decode
+(dropping and counting what does not decode), open a CONSUMER span whose parent comes from
+``traceparent``, run the handler, count. A handler that raises is logged and counted; the
+subscription keeps running.
 
-Run :meth:`EventBus.run` as a root task of the service: it writes snapshots and raises
-BusClosedError when the connection closes for good.
+Run :meth:`EventBus.run` as a root task of the service: it writes snapshots, re-sends events
+whose ack is late, and raises BusClosedError when the connection closes for good.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from shared.bus.client import BusClient
 from shared.bus.connection import ConnectionWatch, connect
 from shared.bus.history import Delivery, DeliveryHandler, StartAt, latest_values
 from shared.bus.kinds import Kind
+from shared.bus.outbox import Outbox
 from shared.bus.settings import NatsSettings
 from shared.bus.snapshots import SnapshotWriter
 from shared.errors import BusClosedError, EventError, FatalError
@@ -55,6 +59,8 @@ Handler = Callable[[Event], Awaitable[None]]
 
 SUBSCRIBE_FLUSH_TIMEOUT_S = 2
 """Seconds subscribe waits for the server to confirm the subscription while connected."""
+CLOSE_ACK_WAIT_S = 2.0
+"""Seconds close waits for the stream to acknowledge the events still in the outbox."""
 
 
 class EventBus:
@@ -85,6 +91,10 @@ class EventBus:
             bucket=settings.snapshot_bucket, publish=self._publish_block
         )
         self._kinds: dict[type[Event], Kind] = {}
+        self._outbox: Outbox | None = None
+        """Set once :meth:`ensure_jetstream` has seen the stream; until then publishes are
+        plain ones."""
+        self._outbox_ready = asyncio.Event()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -132,28 +142,63 @@ class EventBus:
         if self._settings.manage_jetstream:
             await cancellable(jetstream.ensure_stream(self.js, self._settings))
             self._kv = await cancellable(jetstream.ensure_bucket(self.js, self._settings))
+            stream = True
         else:
             self._kv = await cancellable(self.js.key_value(self._settings.snapshot_bucket))
+            stream = await cancellable(jetstream.has_stream(self.js, self._settings))
+        if stream and self._outbox is None:
+            outbox = Outbox(
+                send=self._publish_with_reply,
+                metrics=self._metrics,
+                capacity=self._settings.outbox_size,
+                ack_timeout_s=self._settings.publish_ack_timeout_s,
+                connected=lambda: self.is_connected,
+            )
+            nc = self.nc
+            await cancellable(
+                outbox.start(nc.new_inbox(), lambda subject, cb: nc.subscribe(subject, cb=cb))
+            )
+            self._outbox = outbox
+            self._outbox_ready.set()
+        elif not stream:
+            log.warning(
+                "no event stream: events are published without acknowledgement",
+                extra={"stream": self._settings.stream},
+            )
 
     async def run(self) -> None:
-        """Root task: write snapshots; raise BusClosedError if the connection closes for good."""
+        """Root task: write snapshots and re-send unacknowledged events; raise BusClosedError
+        if the connection closes for good."""
         writer = asyncio.create_task(self._snapshots.run(), name="bus-snapshots")
         closed = asyncio.create_task(self._watch.closed.wait(), name="bus-closed")
+        resender = asyncio.create_task(self._resend(), name="bus-outbox")
+        tasks = {writer, closed, resender}
         try:
-            await asyncio.wait({writer, closed}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             if self._watch.closed.is_set() and not self._stopping:
                 raise BusClosedError("the NATS connection closed and will not come back")
-            if writer.done():
-                writer.result()  # re-raises why the snapshot writer stopped
+            for task in done - {closed}:
+                task.result()  # re-raises why the snapshot writer or the outbox stopped
         finally:
-            for task in (writer, closed):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(writer, closed, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- publishing -------------------------------------------------------------------------
 
     async def _publish_block(self, subject: str, block: bytes, payload: bytes) -> None:
         await self.nc.publish_block(subject, block, payload)
+
+    async def _resend(self) -> None:
+        # The outbox appears with ensure_jetstream, which may come after run started.
+        await self._outbox_ready.wait()
+        if self._outbox is not None:
+            await self._outbox.run()
+
+    async def _publish_with_reply(
+        self, subject: str, block: bytes, payload: bytes, reply: str
+    ) -> None:
+        await self.nc.publish_block(subject, block, payload, reply)
 
     def _kind(self, cls: type[Event]) -> Kind:
         kind = self._kinds.get(cls)
@@ -162,7 +207,11 @@ class EventBus:
         return kind
 
     async def publish(self, event: Event) -> None:
-        """Publish ``event`` on its subject, traced, and record it as the latest snapshot."""
+        """Publish ``event`` on its subject, traced, and record it as the latest snapshot.
+
+        With JetStream the event stays in the outbox until the stream acknowledges it; a send
+        that fails while the connection may still come back is counted and left to the
+        outbox to re-send, one on a closed connection raises."""
         kind = self._kind(type(event))
         if not event.source:
             event = msgspec.structs.replace(event, source=self.source)
@@ -178,11 +227,16 @@ class EventBus:
                 lines += wire.header_line("tracestate", tracestate)
         block = place.block_start + lines.encode() + wire.END
         try:
-            await self.nc.publish_block(place.subject, block, payload)
+            if self._outbox is None:
+                await self.nc.publish_block(place.subject, block, payload)
+            else:
+                await self._outbox.publish(place.subject, block, payload)
         except Exception as exc:
             tracing.mark_error(span, exc)
             self._metrics.publish_errors.labels(kind.ce_type).inc()
-            raise
+            if self._outbox is None or self.nc.is_closed:
+                raise
+            log.debug("publish failed, kept for re-sending", extra={"error": str(exc)})
         finally:
             span.end()
         counter = kind.published
@@ -196,6 +250,16 @@ class EventBus:
         """Write pending snapshots and wait until the server has every publish so far."""
         await self._snapshots.flush()
         await cancellable(self.nc.flush())
+
+    @property
+    def unacknowledged(self) -> int:
+        """Published events the stream has not acknowledged yet."""
+        return 0 if self._outbox is None else self._outbox.pending
+
+    async def acknowledged(self, wait_s: float) -> bool:
+        """Wait until the stream has acknowledged every event published so far, at most
+        ``wait_s`` seconds; whether it has (re-sending needs :meth:`run`)."""
+        return True if self._outbox is None else await self._outbox.settled(wait_s)
 
     # -- receiving --------------------------------------------------------------------------
 
@@ -322,14 +386,23 @@ class EventBus:
                 log.debug("subscription drain failed", extra={"error": str(exc)})
 
     async def close(self) -> None:
-        """Write pending snapshots, flush publishes and close the connection."""
+        """Write pending snapshots, wait briefly for the stream's acks, flush publishes and
+        close the connection."""
         self._stopping = True
         self._watch.closing = True
         if self._nc is None or self._nc.is_closed:
             return
-        if self._nc.is_connected:
-            try:
-                await self._snapshots.flush()
-            except Exception as exc:
-                log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
-        await cancellable(self._nc.drain())
+        try:
+            if self._nc.is_connected:
+                try:
+                    await self._snapshots.flush()
+                except Exception as exc:
+                    log.warning("snapshot flush at shutdown failed", extra={"error": str(exc)})
+                if not await self.acknowledged(CLOSE_ACK_WAIT_S):
+                    log.warning(
+                        "closing with events the stream has not acknowledged",
+                        extra={"events": self.unacknowledged},
+                    )
+        finally:
+            # Also when cancelled while waiting for acks: the connection is closed all the same.
+            await cancellable(self._nc.drain())

@@ -63,16 +63,19 @@ class BusClient(Client):
         super().__init__()
         self._prepared = prepared and PREPARED_PUBLISH
 
-    async def publish_block(self, subject: str, block: bytes, payload: bytes) -> None:
-        """Publish ``payload`` with ``block``, a whole header block (see :mod:`wire`).
+    async def publish_block(
+        self, subject: str, block: bytes, payload: bytes, reply: str = ""
+    ) -> None:
+        """Publish ``payload`` with ``block``, a whole header block (see :mod:`wire`), and
+        ``reply`` as its reply subject.
 
         Goes through nats-py's ``publish`` (its checks for a closed, draining or reconnecting
         connection and the payload limit apply as to any publish).
         """
         if self._prepared:
-            await self.publish(subject, payload, headers=_Block(block))
+            await self.publish(subject, payload, reply, headers=_Block(block))
         else:
-            await self.publish(subject, payload, headers=parse_block(block))
+            await self.publish(subject, payload, reply, headers=parse_block(block))
 
     async def _send_publish(
         self,

@@ -45,6 +45,15 @@ async def ensure_stream(js: JetStreamContext, settings: NatsSettings) -> api.Str
     return await js.update_stream(config)
 
 
+async def has_stream(js: JetStreamContext, settings: NatsSettings) -> bool:
+    """Whether the event stream is there (False also when its info may not be read)."""
+    try:
+        await js.stream_info(settings.stream)
+    except Exception:  # not found, or no permission to ask: the same to the publisher
+        return False
+    return True
+
+
 async def ensure_bucket(js: JetStreamContext, settings: NatsSettings) -> KeyValue:
     """Create the snapshot bucket if missing and bind to it."""
     try:

@@ -52,6 +52,21 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
     stream_storage: Annotated[
         str, Meta(description="file | memory.", pattern="^(file|memory)$")
     ] = "file"
+    publish_ack_timeout_s: Annotated[
+        float,
+        Meta(
+            description="Seconds an event waits for the stream's ack before it is sent again.",
+            gt=0,
+        ),
+    ] = 2.0
+    outbox_size: Annotated[
+        int,
+        Meta(
+            description="Events awaiting the stream's ack kept for re-sending; when full, the "
+            "oldest is dropped.",
+            ge=1,
+        ),
+    ] = 10000
     snapshot_bucket: Annotated[
         str, Meta(description="KV bucket with the latest snapshot per entity.")
     ] = "cdo-snapshots"

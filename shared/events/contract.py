@@ -131,7 +131,8 @@ def asyncapi_document() -> dict[str, Any]:
             "channel": {"$ref": f"#/channels/{name}"},
             "messages": [{"$ref": f"#/channels/{name}/messages/{name}"}],
             "summary": "Live delivery to every subscriber (no queue group), or replay from "
-            "JetStream stream CDO.",
+            "JetStream stream CDO. A publisher re-sends an event the stream has not acknowledged "
+            "(same ce-id): live subscribers may get it more than once, the stream keeps one copy.",
             "bindings": _nats_binding(),
         }
         messages[name] = {
@@ -150,7 +151,9 @@ def asyncapi_document() -> dict[str, Any]:
             "description": (
                 "Events the ComputeDomain Orchestrator publishes on NATS: CloudEvents 1.0 in "
                 "binary mode (ce-* headers, JSON body). JetStream stream CDO keeps the history "
-                "of cdo.v1.>; KV bucket cdo-snapshots keeps the latest state per entity. "
+                "of cdo.v1.> (at least once: each event is re-sent until the stream acknowledges "
+                "it, and Nats-Msg-Id keeps one copy); KV bucket cdo-snapshots keeps the latest "
+                "state per entity. "
                 "Schemas evolve additively: new fields have defaults, unknown fields are ignored."
             ),
         },

@@ -10,11 +10,8 @@ clique allocator and the domain controller are not part of this test.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -35,6 +32,7 @@ from sim.scheduler import Scheduler, SchedulerSettings
 from sim.topology import Cluster
 from tests.conftest import BusFactory
 from tests.integration.health_monitor.harness import Harness, running_monitor
+from tests.support.tasks import running
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,17 +51,6 @@ KUBELET = KubeletSettings(
 
 class PodList(msgspec.Struct):
     items: list[Pod]
-
-
-@contextlib.asynccontextmanager
-async def running(coro: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
-    task = asyncio.create_task(coro, name=name)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def trainer_pods(client: KubeClient) -> list[Pod]:

@@ -7,10 +7,8 @@ pod goes, it calls NodeUnprepareResources and the agent removes the channel and 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -24,6 +22,7 @@ from sim.kubeapi import ServerConfig
 from sim.kubelet import CDI_DEVICES_ANNOTATION, KubeletSettings, SimulatedKubelet
 from tests.integration.imex_agent.harness import ImexCluster, create_claim, create_domain, seat_pod
 from tests.support.kubeevents import CoreEvent, events_involving
+from tests.support.tasks import running
 from tests.support.wait import wait_for
 
 FAST = KubeletSettings(
@@ -56,15 +55,8 @@ async def get_pod(client: KubeClient, namespace: str, name: str) -> _Pod | None:
     return None if raw is None else msgspec.json.decode(raw, type=_Pod)
 
 
-@contextlib.asynccontextmanager
-async def kubelet_running(kubelet: SimulatedKubelet) -> AsyncIterator[None]:
-    task = asyncio.create_task(kubelet.run(), name=f"kubelet {kubelet.node.name}")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+def kubelet_running(kubelet: SimulatedKubelet) -> contextlib.AbstractAsyncContextManager[None]:
+    return running(kubelet.run(), name=f"kubelet {kubelet.node.name}")
 
 
 async def test_a_pod_of_a_domain_gets_its_channel_through_the_kubelet(

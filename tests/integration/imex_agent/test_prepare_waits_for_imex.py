@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -37,6 +36,7 @@ from tests.integration.imex_agent.harness import (
     create_domain,
     seat_pod,
 )
+from tests.support.tasks import running
 from tests.support.wait import wait_for
 
 NOT_READY = "IMEX is not ready on node"
@@ -169,15 +169,8 @@ FAST_KUBELET = KubeletSettings(
 )
 
 
-@contextlib.asynccontextmanager
-async def kubelet_running(kubelet: SimulatedKubelet) -> AsyncIterator[None]:
-    task = asyncio.create_task(kubelet.run(), name=f"kubelet {kubelet.node.name}")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+def kubelet_running(kubelet: SimulatedKubelet) -> contextlib.AbstractAsyncContextManager[None]:
+    return running(kubelet.run(), name=f"kubelet {kubelet.node.name}")
 
 
 async def run_pod(client: KubeClient, *, claim: Claim, domain: Domain, pod: str, node: str) -> None:
