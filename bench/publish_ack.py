@@ -58,6 +58,11 @@ async def main(events: int, rounds: int) -> None:
             f"{name:6} best {min(values):6.1f} us/event  median {statistics.median(values):6.1f}"
             f" us/event  ({events} events, {rounds} rounds)"
         )
+    plain, acked = (statistics.median(results[name]) for name in ("plain", "acked"))
+    print(
+        f"RESULT plain_publish_us={plain:.1f} acked_publish_us={acked:.1f} "
+        f"ack_overhead_us={acked - plain:.1f}"
+    )
 
 
 if __name__ == "__main__":
