@@ -19,7 +19,7 @@ from services.health_monitor.settings import (
     load_service_settings,
 )
 from shared.errors import ConfigError
-from shared.kube.access import kube_access_problem
+from shared.kube.access import NoClusterError, find_cluster
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
 from shared.kubeletapi.podresources import PodResourcesClient
@@ -47,14 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{COMPONENT}: invalid setting {exc}", file=sys.stderr)
         return EXIT_CONFIG
     variable = env_name(ENV_PREFIX, ("kubeconfig",))
-    if (problem := kube_access_problem(service.kubeconfig, variable=variable)) is not None:
-        print(f"{COMPONENT}: no Kubernetes API: {problem}", file=sys.stderr)
+    try:
+        source = find_cluster(service.kubeconfig, variable=variable)
+    except NoClusterError as exc:
+        print(f"{COMPONENT}: no Kubernetes API: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
     async def setup(ctx: ServiceContext) -> None:
-        client = await KubeClient.connect(
-            kubeconfig=service.kubeconfig or None, request_timeout_s=service.request_timeout_s
-        )
+        client = await KubeClient.connect_to(source, request_timeout_s=service.request_timeout_s)
         ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
         recorder = (
             EventRecorder(client, component=COMPONENT, instance=ctx.instance, metrics=ctx.metrics)

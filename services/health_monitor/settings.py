@@ -71,7 +71,11 @@ class ServiceSettings(Settings, frozen=True, kw_only=True):
         str, Meta(description="This node's name (downward API spec.nodeName).", min_length=1)
     ]
     kubeconfig: Annotated[
-        str, Meta(description="Path of a kubeconfig; empty: the in-cluster service account.")
+        str,
+        Meta(
+            description="Path of a kubeconfig; empty: KUBECONFIG, else the pod's service "
+            "account, else ~/.kube/config."
+        ),
     ] = ""
     request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
         30.0

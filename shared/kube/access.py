@@ -1,8 +1,16 @@
-"""Whether a service has a Kubernetes API to reach, told before it starts.
+"""Which API server a service talks to, found before it starts, as client-go controllers find it.
 
-Without this the first sign of a missing kubeconfig is kubernetes-asyncio's
-``ConfigException: Service host/port is not set.`` from deep inside the startup; here the
-answer names the variable to set.
+controller-runtime's ``config.GetConfig`` (what most Go controllers run with) takes the first of:
+
+1. the service's own setting, ``CDO_<SERVICE>_KUBECONFIG`` (its ``--kubeconfig``): that one file;
+2. ``KUBECONFIG``, when set: its files, merged (:mod:`shared.kube.kubeconfig`);
+3. the pod's service account (``KUBERNETES_SERVICE_HOST``/``_PORT`` and the mounted token);
+4. ``~/.kube/config``.
+
+:func:`find_cluster` applies that order and answers a :class:`ClusterSource`, or raises
+:class:`NoClusterError` whose message names what it looked at and the variable to set. Without
+this the first sign of a missing kubeconfig would be kubernetes-asyncio's ``ConfigException:
+Service host/port is not set.`` from deep inside the startup.
 """
 
 from __future__ import annotations
@@ -11,30 +19,56 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
-IN_CLUSTER_VARIABLES = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+from shared.errors import CdoError
+from shared.kube.kubeconfig import (
+    KUBECONFIG_ENV,
+    SERVICE_ACCOUNT_DIR,
+    ClusterSource,
+    env_paths,
+    existing,
+    home_kubeconfig,
+    in_cluster,
+    in_cluster_missing,
+)
 
 
-def kube_access_problem(
+class NoClusterError(CdoError):
+    """No API server to reach with these settings; the message says what to set."""
+
+
+def find_cluster(
     kubeconfig: str,
     *,
     variable: str,
     environ: Mapping[str, str] | None = None,
-    token_file: Path = IN_CLUSTER_TOKEN,
-) -> str | None:
-    """Why the service cannot reach an API server with these settings, or None."""
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+) -> ClusterSource:
+    """The cluster a service with setting ``variable`` = ``kubeconfig`` talks to (see above)."""
     environ = os.environ if environ is None else environ
     if kubeconfig:
         path = Path(kubeconfig)
         if not path.is_file():
-            return f"{variable}={kubeconfig!r}: no such kubeconfig file"
+            raise NoClusterError(f"{variable}={kubeconfig!r}: no such kubeconfig file")
         if not os.access(path, os.R_OK):
-            return f"{variable}={kubeconfig!r}: the kubeconfig file is not readable"
-        return None
-    missing = [name for name in IN_CLUSTER_VARIABLES if not environ.get(name)]
-    if missing or not token_file.is_file():
-        return (
-            f"{variable} is not set and this is not a pod with a service account "
-            f"({', '.join(missing) or token_file} missing): set {variable} to a kubeconfig file"
-        )
-    return None
+            raise NoClusterError(f"{variable}={kubeconfig!r}: the kubeconfig file is not readable")
+        return ClusterSource(files=(path,), origin=variable)
+    listed = environ.get(KUBECONFIG_ENV, "")
+    if listed:
+        files = existing(env_paths(listed))
+        if not files:
+            raise NoClusterError(
+                f"{KUBECONFIG_ENV}={listed!r} names no kubeconfig file that exists: set "
+                f"{variable} or {KUBECONFIG_ENV} to a kubeconfig file"
+            )
+        return ClusterSource(files=files, origin=f"${KUBECONFIG_ENV}")
+    missing = in_cluster_missing(environ, service_account_dir=service_account_dir)
+    if not missing:
+        return in_cluster(environ, service_account_dir=service_account_dir)
+    home = home_kubeconfig(environ)
+    if home.is_file():
+        return ClusterSource(files=(home,), origin="~/.kube/config")
+    raise NoClusterError(
+        f"{variable} is not set, {KUBECONFIG_ENV} is not set, this is not a pod with a service "
+        f"account ({', '.join(missing)} missing) and {home} does not exist: set {variable} to "
+        "a kubeconfig file"
+    )

@@ -18,7 +18,9 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from shared.kube import kubeconfig as kubeconfig_files
 from shared.kube.errors import KubeApiError
+from shared.kube.kubeconfig import ClusterSource
 from shared.kube.resources import Resource
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -42,19 +44,45 @@ class KubeClient:
     async def connect(
         cls,
         *,
-        kubeconfig: str | Path | None = None,
+        kubeconfig: str | Path | Sequence[str | Path] | None = None,
         context: str | None = None,
         request_timeout_s: float = 30.0,
     ) -> KubeClient:
-        """From a kubeconfig file (its ``context``, else its current one), else the in-cluster
-        service account."""
+        """From kubeconfig files (one, or several merged as client-go merges them; their
+        ``context``, else the current one), else the in-cluster service account."""
+        if kubeconfig is None or (not isinstance(kubeconfig, str | Path) and not kubeconfig):
+            source = kubeconfig_files.in_cluster()
+        else:
+            paths = [kubeconfig] if isinstance(kubeconfig, str | Path) else list(kubeconfig)
+            source = ClusterSource(
+                files=tuple(Path(path) for path in paths), origin="kubeconfig", context=context
+            )
+        return await cls.connect_to(source, request_timeout_s=request_timeout_s)
+
+    @classmethod
+    async def connect_to(
+        cls, source: ClusterSource, *, request_timeout_s: float = 30.0
+    ) -> KubeClient:
+        """A client for ``source``; KubeconfigError when its files name no usable context, the
+        loader's own errors for credentials it cannot use."""
         configuration = k8s.Configuration()
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=str(kubeconfig), context=context, client_configuration=configuration
+        if source.in_cluster:
+            account = source.service_account_dir
+            host, port = source.service
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration,
+                token_filename=str(account / "token"),
+                cert_filename=str(account / "ca.crt"),
+                environ={
+                    kubeconfig_files.SERVICE_HOST_ENV: host,
+                    kubeconfig_files.SERVICE_PORT_ENV: port,
+                },
             )
         else:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            config = await asyncio.to_thread(kubeconfig_files.load_for, source)
+            await k8s_config.load_kube_config_from_dict(
+                config, context=source.context, client_configuration=configuration
+            )
         return cls(k8s.ApiClient(configuration), request_timeout_s=request_timeout_s)
 
     @property

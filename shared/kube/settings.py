@@ -34,7 +34,11 @@ class ApiSettings(Settings, frozen=True, kw_only=True):
     """How the controller reaches the API server and names itself in its writes."""
 
     kubeconfig: Annotated[
-        str, Meta(description="Path of a kubeconfig; empty: the in-cluster service account.")
+        str,
+        Meta(
+            description="Path of a kubeconfig; empty: KUBECONFIG, else the pod's service "
+            "account, else ~/.kube/config."
+        ),
     ] = ""
     request_timeout_s: Annotated[float, Meta(description="Timeout of one API request.", gt=0)] = (
         30.0
