@@ -4,6 +4,7 @@ CdoError
 ├── ConfigError          settings or input that cannot be used; names the field
 ├── FatalError           the process cannot continue; the supervisor exits non-zero
 │   ├── BusClosedError   the NATS connection closed for good
+│   ├── UnsuitableClusterError  the cluster lacks what the service needs; exit code 2
 │   └── LeadershipLostError  the leader Lease was lost; only a new process may lead again
 ├── EventError           an incoming message that cannot become an event; it is dropped
 │   ├── MalformedEventError   headers or payload do not decode
@@ -27,6 +28,14 @@ class ConfigError(CdoError):
 
 class FatalError(CdoError):
     """The process cannot continue; the supervisor stops everything and exits non-zero."""
+
+
+class UnsuitableClusterError(FatalError):
+    """The cluster lacks what the service cannot run without (an API it does not serve): no
+    retry helps, the cluster or a setting must change. The process exits with code 2, as for
+    a setting that cannot be used."""
+
+    exit_code = 2
 
 
 class BusClosedError(FatalError):

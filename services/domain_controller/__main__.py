@@ -27,6 +27,7 @@ def main() -> int:
         describe=describe,
         load=load,
         start=start,
+        requires_dra=True,
     )
 
 

@@ -61,6 +61,7 @@ def main() -> int:
         describe=describe,
         load=load,
         start=start,
+        requires_dra=True,
     )
 
 

@@ -8,7 +8,12 @@
 
 ``--help``, ``--version`` and ``--settings`` print and exit; an unknown argument, an invalid
 setting or no API server to reach ends the process before it starts, with one line that names
-the variable to set (exit 2).
+the variable to set (exit 2). The API server is found as client-go controllers find theirs
+(:func:`shared.kube.access.find_cluster`).
+
+With ``requires_dra`` (a service that cannot work without DRA), the server's discovery is asked
+for DRA's ``resource.k8s.io/v1`` once the client is connected and before ``start``: a server
+without it ends the process with exit code 2 (:mod:`shared.runtime.required`).
 
 ``start(ctx, client, settings)`` wires the service into the runtime, closing of the API client
 at shutdown included.
@@ -21,9 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from shared.errors import ConfigError
-from shared.kube.access import kube_access_problem
+from shared.kube.access import NoClusterError, find_cluster
 from shared.kube.client import KubeClient
 from shared.runtime.arguments import parse_service_arguments
+from shared.runtime.required import require_served
 from shared.runtime.service import EXIT_CONFIG, ServiceContext, run_service
 from shared.settings import env_name
 
@@ -49,6 +55,7 @@ def kube_service_main(
     load: Callable[[], SettingsT],
     start: Callable[[ServiceContext, KubeClient, SettingsT], None],
     argv: Sequence[str] | None = None,
+    requires_dra: bool = False,
 ) -> int:
     """Answer the command line, or load the settings and run the service until it stops."""
     if parse_service_arguments(component, module=module, doc=doc or "", argv=argv).list_settings:
@@ -60,14 +67,20 @@ def kube_service_main(
         print(f"{component}: invalid setting {exc}", file=sys.stderr)
         return EXIT_CONFIG
     variable = env_name(prefix, ("kubeconfig",))
-    if (problem := kube_access_problem(settings.kubeconfig, variable=variable)) is not None:
-        print(f"{component}: no Kubernetes API: {problem}", file=sys.stderr)
+    try:
+        source = find_cluster(settings.kubeconfig, variable=variable)
+    except NoClusterError as exc:
+        print(f"{component}: no Kubernetes API: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
     async def setup(ctx: ServiceContext) -> None:
-        client = await KubeClient.connect(
-            kubeconfig=settings.kubeconfig or None, request_timeout_s=settings.request_timeout_s
-        )
+        client = await KubeClient.connect_to(source, request_timeout_s=settings.request_timeout_s)
+        if requires_dra:
+            try:
+                await require_served(client)
+            except BaseException:
+                await client.close()
+                raise
         start(ctx, client, settings)
 
     return run_service(component, setup)

@@ -11,6 +11,9 @@ SIGINT stops them with exit code 0. Shutdown then runs in phases:
 
 Every step has a timeout and a failing step does not stop the ones after it. Finally any task
 still alive is reported (``leftover_tasks`` in the last log record) and cancelled.
+
+The exit code of a failure is 1, or the failed root's exception's own ``exit_code`` where it has
+one (:class:`shared.errors.UnsuitableClusterError`: 2, the cluster or a setting must change).
 """
 
 from __future__ import annotations
@@ -82,22 +85,24 @@ class Supervisor:
             self._stop_reason = reason
         self._wakeup.set()
 
-    def _failure(self) -> str | None:
-        """A description of the first failed root, dropping roots that finished cleanly."""
+    def _failure(self) -> tuple[str, int] | None:
+        """A description of the first failed root and the exit code it asks for, dropping
+        roots that finished cleanly."""
         for task, root in list(self._roots.items()):
             if not task.done():
                 continue
             if task.cancelled():
-                return f"root task {root.name} was cancelled"
+                return f"root task {root.name} was cancelled", EXIT_FATAL
             exc = task.exception()
             if exc is not None:
                 error = describe_failure(exc)
                 log.error(
                     "root task failed", extra={"task": root.name, "error": error}, exc_info=exc
                 )
-                return f"root task {root.name} failed: {error}"
+                code = getattr(exc, "exit_code", EXIT_FATAL)
+                return f"root task {root.name} failed: {error}", int(code)
             if root.until_stop:
-                return f"root task {root.name} returned before shutdown"
+                return f"root task {root.name} returned before shutdown", EXIT_FATAL
             del self._roots[task]
         return None
 
@@ -125,8 +130,9 @@ class Supervisor:
                 return EXIT_OK
             failure = self._failure()
             if failure is not None:
-                log.error("stopping after a fatal error", extra={"reason": failure})
-                return EXIT_FATAL
+                reason, code = failure
+                log.error("stopping after a fatal error", extra={"reason": reason})
+                return code
 
     async def _run_steps(self, phase: Phase) -> None:
         for step in self._steps[phase]:

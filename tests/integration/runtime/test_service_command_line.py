@@ -36,8 +36,10 @@ def run(
     clean = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("CDO_") and not key.startswith("KUBERNETES_")
+        if not key.startswith("CDO_") and not key.startswith("KUBERNETES_") and key != "KUBECONFIG"
     }
+    # No ~/.kube/config either: a home directory that does not exist.
+    clean["HOME"] = "/nonexistent/cdo-test-home"
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         env={
