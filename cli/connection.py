@@ -1,14 +1,20 @@
 """Where the CLI finds the cluster and NATS, and connecting to them with short timeouts.
 
-Each setting is taken from the first of: the command-line option, the environment, the
-simulated cluster's state directory, a default:
+The cluster is found as kubectl finds it (client-go's loading rules, :mod:`shared.kube.kubeconfig`),
+with the simulated cluster's state directory fitted in; the first that applies wins:
 
-| setting | option | environment | state directory | default |
-|---|---|---|---|---|
-| kubeconfig | ``--kubeconfig`` | ``KUBECONFIG`` (first existing path) | ``cluster.json`` | none |
-| context | ``--context`` | | | the kubeconfig's current context |
-| namespace | ``-n`` | | | the context's namespace, else ``default`` |
-| NATS URL | ``--nats-url`` | ``CDO_NATS_URL`` | ``cdo.json`` | ``nats://127.0.0.1:4222`` |
+1. ``--kubeconfig FILE``: that one file, which must exist;
+2. ``KUBECONFIG``, set and not empty: its files, merged (a list where none exists is an error);
+3. the simulated cluster of ``--state-dir`` or ``CDO_SIM_STATE_DIR``, when one of them is given
+   and a cluster runs there (``cluster.json``);
+4. ``~/.kube/config``, when it exists;
+5. the pod's service account (``KUBERNETES_SERVICE_HOST``/``_PORT`` set, the token mounted);
+6. the simulated cluster of ``.cdo/sim``, when one runs there.
+
+``--context`` picks a context of the kubeconfig (default: its ``current-context``); the
+namespace of the commands that take ``-n`` is the context's (in a pod: the service account's),
+else ``default``. NATS: ``--nats-url``, ``CDO_NATS_URL``, the state directory's ``cdo.json``,
+``nats://127.0.0.1:4222``.
 """
 
 from __future__ import annotations
@@ -18,26 +24,31 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from opentelemetry import trace
 
 from shared.bus import EventBus, NatsSettings
 from shared.bus.settings import client_settings
 from shared.command_errors import UnreachableError, UsageError
 from shared.errors import BusClosedError, ConfigError
+from shared.kube import kubeconfig
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
+from shared.kube.kubeconfig import ClusterSource
 from shared.metrics import Metrics
-from sim.control.state import read_cluster, read_record
+from sim.control.state import STATE_DIR_ENV, read_cluster, read_record
 from sim.control.state import state_dir as resolve_state_dir
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_URL_ENV = "CDO_NATS_URL"
-KUBECONFIG_ENV = "KUBECONFIG"
+KUBECONFIG_ENV = kubeconfig.KUBECONFIG_ENV
 REQUEST_TIMEOUT_S = 5.0
+NO_CLUSTER_HINT = (
+    "pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or start the simulated cluster"
+)
 
 
 @dataclass(frozen=True)
@@ -45,11 +56,55 @@ class Endpoints:
     """Where the cluster and NATS are, and where each answer came from (for messages)."""
 
     state_dir: Path
-    kubeconfig: str | None
-    kubeconfig_from: str
+    cluster: ClusterSource | None
+    """None: nothing names a cluster, or what names one cannot be used (``cluster_problem``)."""
     nats_url: str
     nats_url_from: str
-    context: str | None = None
+    cluster_problem: str = ""
+
+    @property
+    def context(self) -> str | None:
+        return self.cluster.context if self.cluster is not None else None
+
+
+def find_cluster(
+    *,
+    state_dir: Path,
+    explicit_state_dir: bool,
+    kubeconfig_file: str | None,
+    context: str | None,
+    environ: Mapping[str, str] | None = None,
+    service_account_dir: Path = kubeconfig.SERVICE_ACCOUNT_DIR,
+) -> tuple[ClusterSource | None, str]:
+    """The cluster the precedence in the module docstring picks, or None and why not."""
+    environ = os.environ if environ is None else environ
+    if kubeconfig_file:
+        return ClusterSource((Path(kubeconfig_file),), "--kubeconfig", context), ""
+    listed = environ.get(KUBECONFIG_ENV, "")
+    if listed:
+        files = kubeconfig.existing(kubeconfig.env_paths(listed))
+        if not files:
+            return None, f"{KUBECONFIG_ENV}={listed!r} names no kubeconfig file that exists"
+        return ClusterSource(files, f"${KUBECONFIG_ENV}", context), ""
+    if explicit_state_dir and (simulated := _simulated(state_dir, context)) is not None:
+        return simulated, ""
+    home = kubeconfig.home_kubeconfig(environ)
+    if home.is_file():
+        return ClusterSource((home,), "~/.kube/config", context), ""
+    if kubeconfig.in_cluster_possible(environ, service_account_dir=service_account_dir):
+        if context:
+            return None, f"--context {context}: in a pod without a kubeconfig there are no contexts"
+        return kubeconfig.in_cluster(environ, service_account_dir=service_account_dir), ""
+    if not explicit_state_dir and (simulated := _simulated(state_dir, context)) is not None:
+        return simulated, ""
+    return None, f"no cluster to ask: {NO_CLUSTER_HINT} (cdo sim up; looked in {state_dir})"
+
+
+def _simulated(state_dir: Path, context: str | None) -> ClusterSource | None:
+    cluster = read_cluster(state_dir)
+    if cluster is None or not cluster.kubeconfig:
+        return None
+    return ClusterSource((Path(cluster.kubeconfig),), f"{state_dir}/cluster.json", context)
 
 
 def resolve(
@@ -58,33 +113,29 @@ def resolve(
     kubeconfig: str | None,
     nats_url: str | None,
     context: str | None = None,
+    explicit_state_dir: bool = True,
 ) -> Endpoints:
     """Apply the precedence in the module docstring."""
-    config, config_from = kubeconfig, "--kubeconfig"
-    if not config:
-        paths = [p for p in os.environ.get(KUBECONFIG_ENV, "").split(os.pathsep) if p]
-        existing = [p for p in paths if Path(p).exists()]
-        config = next(iter(existing or paths), None)
-        config_from = f"${KUBECONFIG_ENV}"
-    if not config:
-        cluster = read_cluster(state_dir)
-        config = cluster.kubeconfig if cluster is not None else None
-        config_from = f"{state_dir}/cluster.json"
+    cluster, problem = find_cluster(
+        state_dir=state_dir,
+        explicit_state_dir=explicit_state_dir,
+        kubeconfig_file=kubeconfig,
+        context=context,
+    )
     url, url_from = nats_url, "--nats-url"
     if not url:
-        url, url_from = os.environ.get(NATS_URL_ENV), f"${NATS_URL_ENV}"
+        url, url_from = os.environ.get(NATS_URL_ENV, ""), f"${NATS_URL_ENV}"
     if not url:
         record = read_record(state_dir)
-        url, url_from = (record.nats_url if record else None), f"{state_dir}/cdo.json"
+        url, url_from = (record.nats_url if record else ""), f"{state_dir}/cdo.json"
     if not url:
         url, url_from = DEFAULT_NATS_URL, "the default"
     return Endpoints(
         state_dir=state_dir,
-        kubeconfig=config,
-        kubeconfig_from=config_from,
+        cluster=cluster,
+        cluster_problem=problem,
         nats_url=url,
         nats_url_from=url_from,
-        context=context,
     )
 
 
@@ -92,6 +143,9 @@ def endpoints_from(args: argparse.Namespace) -> Endpoints:
     """The endpoints for the connection options on a parsed command line."""
     return resolve(
         state_dir=state_dir_from(args),
+        explicit_state_dir=(
+            getattr(args, "state_dir", None) is not None or bool(os.environ.get(STATE_DIR_ENV))
+        ),
         kubeconfig=getattr(args, "kubeconfig", None),
         nats_url=getattr(args, "nats_url", None),
         context=getattr(args, "context", None),
@@ -101,23 +155,24 @@ def endpoints_from(args: argparse.Namespace) -> Endpoints:
 DEFAULT_NAMESPACE = "default"
 
 
-def context_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The namespace of the kubeconfig's context (``context``, else its current one), as kubectl
-    takes it; ``default`` when the context names none or the file cannot be read."""
-    if not kubeconfig:
+def context_namespace(cluster: ClusterSource | None) -> str:
+    """The namespace of the cluster's context as kubectl takes it: the context's ``namespace``
+    (in a pod, the service account's); ``default`` when it names none or cannot be read."""
+    if cluster is None:
         return DEFAULT_NAMESPACE
+    if cluster.in_cluster:
+        try:
+            namespace = (cluster.service_account_dir / "namespace").read_text().strip()
+        except OSError:
+            return DEFAULT_NAMESPACE
+        return namespace or DEFAULT_NAMESPACE
     try:
-        document = yaml.safe_load(Path(kubeconfig).read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        config = kubeconfig.load(cluster.files)
+    except kubeconfig.KubeconfigError:
         return DEFAULT_NAMESPACE
-    if not isinstance(document, dict):
-        return DEFAULT_NAMESPACE
-    wanted = context or document.get("current-context")
-    for entry in document.get("contexts") or ():
-        if isinstance(entry, dict) and entry.get("name") == wanted:
-            namespace = (entry.get("context") or {}).get("namespace")
-            return str(namespace) if namespace else DEFAULT_NAMESPACE
-    return DEFAULT_NAMESPACE
+    body = kubeconfig.context_of(config, cluster.context) or {}
+    named = body.get("namespace")
+    return str(named) if named else DEFAULT_NAMESPACE
 
 
 def namespace_from(args: argparse.Namespace, endpoints: Endpoints) -> str | None:
@@ -125,7 +180,7 @@ def namespace_from(args: argparse.Namespace, endpoints: Endpoints) -> str | None
     if getattr(args, "all_namespaces", False):
         return None
     given = getattr(args, "namespace", None)
-    return given or context_namespace(endpoints.kubeconfig, endpoints.context)
+    return given or context_namespace(endpoints.cluster)
 
 
 def state_dir_from(args: argparse.Namespace) -> Path:
@@ -138,33 +193,20 @@ def state_dir_from(args: argparse.Namespace) -> Path:
 
 async def connect_kube(endpoints: Endpoints) -> KubeClient:
     """A client for the cluster; UnreachableError when there is no usable kubeconfig."""
-    if not endpoints.kubeconfig:
-        raise UnreachableError(
-            "no cluster to ask: pass --kubeconfig, set KUBECONFIG, or start the simulated "
-            f"cluster (cdo sim up; looked in {endpoints.state_dir})"
-        )
-    if not await asyncio.to_thread(Path(endpoints.kubeconfig).is_file):
-        raise UnreachableError(
-            f"kubeconfig {endpoints.kubeconfig} (from {endpoints.kubeconfig_from}) does not exist"
-        )
+    cluster = endpoints.cluster
+    if cluster is None:
+        raise UnreachableError(endpoints.cluster_problem or f"no cluster to ask: {NO_CLUSTER_HINT}")
+    if not cluster.in_cluster and not await asyncio.to_thread(kubeconfig.existing, cluster.files):
+        raise UnreachableError(f"{cluster.describe()} does not exist")
     try:
-        return await KubeClient.connect(
-            kubeconfig=endpoints.kubeconfig,
-            context=endpoints.context,
-            request_timeout_s=REQUEST_TIMEOUT_S,
-        )
+        return await KubeClient.connect_to(cluster, request_timeout_s=REQUEST_TIMEOUT_S)
     except Exception as exc:  # the loader raises several unrelated types for a bad file
-        raise UnreachableError(
-            f"cannot use kubeconfig {endpoints.kubeconfig} (from {endpoints.kubeconfig_from}): "
-            f"{exc}"
-        ) from exc
+        raise UnreachableError(f"cannot use {cluster.describe()}: {exc}") from exc
 
 
 def kube_unreachable(endpoints: Endpoints, error: KubeApiError) -> UnreachableError:
-    return UnreachableError(
-        f"the Kubernetes API does not answer (kubeconfig {endpoints.kubeconfig}, from "
-        f"{endpoints.kubeconfig_from}): {error.message}"
-    )
+    where = endpoints.cluster.describe() if endpoints.cluster is not None else "no cluster"
+    return UnreachableError(f"the Kubernetes API does not answer ({where}): {error.message}")
 
 
 # -- NATS -------------------------------------------------------------------------------------

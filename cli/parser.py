@@ -29,7 +29,8 @@ def connection_options() -> argparse.ArgumentParser:
     group.add_argument(
         "--kubeconfig",
         default=argparse.SUPPRESS,
-        help="kubeconfig of the cluster (default: $KUBECONFIG, else the simulated cluster's)",
+        help="kubeconfig of the cluster (default: as kubectl finds it: $KUBECONFIG, "
+        "~/.kube/config, the pod's service account; or the simulated cluster)",
     )
     group.add_argument(
         "--context",

@@ -103,7 +103,8 @@ def test_unreachable_cluster_exits_3_and_says_what_it_tried(tmp_path: Path) -> N
     assert str(config) in result.stderr
     assert "unavailable" in result.stdout
 
-    nothing = cdo("status", "--state-dir", str(tmp_path / "empty"), env={"CDO_NATS_URL": ""})
+    nothing = cdo("status", "--state-dir", str(tmp_path / "empty"),
+                  env={"CDO_NATS_URL": "", "HOME": str(tmp_path)})  # fmt: skip
     assert nothing.code == 3
     assert "no cluster to ask" in nothing.stderr
 
@@ -111,11 +112,15 @@ def test_unreachable_cluster_exits_3_and_says_what_it_tried(tmp_path: Path) -> N
 @pytest.mark.parametrize("argv", [["explain", "d"], ["top", "cliques"]])
 def test_without_a_cluster_one_line_names_what_to_set(argv: list[str], tmp_path: Path) -> None:
     nats = f"nats://127.0.0.1:{free_port()}"
-    result = cdo(*argv, "--state-dir", str(tmp_path), "--nats-url", nats)
+    result = cdo(*argv, "--state-dir", str(tmp_path), "--nats-url", nats,
+                 env={"HOME": str(tmp_path)})  # fmt: skip
     assert result.code == 3
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert "pass --kubeconfig, set KUBECONFIG, or start the simulated cluster" in lines[0]
+    assert (
+        "pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or start the simulated cluster"
+        in lines[0]
+    )
     if argv[0] == "top":
         assert f"NATS at {nats} (from --nats-url) does not answer" in lines[0]
 
