@@ -86,6 +86,12 @@ class _ApiResourceList(msgspec.Struct, frozen=True):
 _RESOURCE_LIST = msgspec.json.Decoder(_ApiResourceList)
 
 
+def group_version(resource: Resource) -> str:
+    """``<group>/<version>`` of the resource (``v1`` for the core group), as an object's
+    ``apiVersion`` and discovery name it."""
+    return f"{resource.group}/{resource.version}" if resource.group else resource.version
+
+
 def group_version_path(resource: Resource) -> str:
     """The discovery path of the resource's group and version."""
     if resource.group:
