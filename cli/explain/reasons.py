@@ -199,6 +199,11 @@ MEANINGS: dict[tuple[Topic, str], Meaning] = {
         what="another IMEX daemon (not cdo's) runs on the node; cdo does not start its own",
         then="remove the other IMEX installation (e.g. NVIDIA's driver's daemon)",
     ),
+    (Topic.IMEX_NODE, "ImexProgramsMissing"): Meaning(
+        what="the node has no nvidia-imex or nvidia-imex-ctl for the agent to run",
+        then="install the driver's nvidia-imex package on the node; the agent starts IMEX "
+        "at its next look",
+    ),
     (Topic.IMEX_NODE, "NotRunning"): Meaning(
         what="the node's IMEX daemon is not running (exited; the agent restarts it)"
     ),

@@ -25,6 +25,7 @@ def imex_programs(settings: ImexSettings) -> CommandImex:
         return LauncherImex(
             socket=Path(settings.launcher_socket),
             ctl_argv=settings.ctl_argv,
+            daemon_argv=settings.daemon_argv,
             ctl_timeout_s=settings.ctl_timeout_s,
             launch_timeout_s=2 * settings.stop_timeout_s + 10,
         )

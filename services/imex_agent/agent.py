@@ -13,7 +13,9 @@ the Kubernetes client, the event bus) as arguments, so a simulator can run many 
 - the daemon controller and the status reporter (:mod:`daemon`, :mod:`reporter`); a daemon an
   earlier agent of the node left running is adopted before either starts;
 - the ResourceSlice publisher and the DRA kubelet plugin with the channel driver;
-- peers' NodeImexState events make the reporter look again at once.
+- peers' NodeImexState events make the reporter look again at once;
+- the node's container runtime is looked at for CDI (:mod:`runtimecheck`): the node condition
+  ``cdo.dev/CdiEnabled``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from services.imex_agent.metrics import AgentMetrics
 from services.imex_agent.readiness import ReadinessSignal, readiness_of
 from services.imex_agent.reporter import StatusReporter
 from services.imex_agent.resourceslice import SlicePublisher
+from services.imex_agent.runtimecheck import RuntimeCheck
 from services.imex_agent.settings import AgentSettings
 from shared.bus import EventBus
 from shared.crds.names import DRIVER_NAME, IMEX_READY_CONDITION
@@ -142,6 +145,7 @@ class ImexAgent:
         self.metrics.imex_ready.set_function(lambda: float(self.reporter.ready or not self.nvlink))
         self.devices, self.driver, self.plugin = self._dra(client, tracer)
         self.slices: SlicePublisher | None = None
+        self.runtime = RuntimeCheck(node=self.node, client=client, settings=settings.runtime)
 
     def _dra(
         self, client: KubeClient, tracer: Tracer | None
@@ -225,6 +229,7 @@ class ImexAgent:
                 group.create_task(self.reporter.run(), name=f"{self.node} imex status")
                 group.create_task(self.slices.run(), name=f"{self.node} resourceslice")
                 group.create_task(self.plugin.run(), name=f"{self.node} kubelet plugin")
+                group.create_task(self.runtime.run(), name=f"{self.node} runtime check")
 
     # -- NVML ---------------------------------------------------------------------------------
 

@@ -93,3 +93,8 @@ class Imex(Protocol):
     async def query_domain(self, config: Path) -> DomainReport:
         """``nvidia-imex-ctl -c config -N -j``, read; ReportError when it cannot be."""
         ...
+
+    def missing_programs(self) -> tuple[str, ...]:
+        """The programs (``nvidia-imex``, ``nvidia-imex-ctl``) that cannot be found, as their
+        commands name them; empty when both are there. Asked before each start."""
+        ...

@@ -28,6 +28,7 @@ REASON_NOT_IN_ROSTER = "NotInRoster"
 REASON_FOREIGN_DAEMON = "ForeignImexDaemon"
 REASON_NOT_RUNNING = "NotRunning"
 REASON_NOT_READY = "DaemonNotReady"
+REASON_PROGRAMS_MISSING = "ImexProgramsMissing"
 
 # -- CDI ---------------------------------------------------------------------------------------
 CDI_VERSION = "0.6.0"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +54,10 @@ class CommandImex:
 
     def adopt(self, record: DaemonRecord, *, config: Path) -> ImexProcess:
         return adopt_process(record, config=config)
+
+    def missing_programs(self) -> tuple[str, ...]:
+        """The commands' programs that are neither an executable path nor found on PATH."""
+        return tuple(argv[0] for argv in (self._daemon, self._ctl) if shutil.which(argv[0]) is None)
 
     async def _ctl_output(self, config: Path, *args: str) -> tuple[int, bytes, bytes]:
         try:
@@ -105,7 +110,10 @@ class LauncherImex(CommandImex):
     """The daemon started by the IMEX launcher in a container of its own (shared pid namespace).
 
     The agent asks the launcher over its unix socket and then holds the daemon by pid like any
-    other (:class:`PidProcess`); the launcher is its parent and reaps it.
+    other (:class:`PidProcess`); the launcher is its parent and reaps it. ``daemon_argv`` is
+    only looked for (:meth:`missing_programs`): the launcher's container gets the same driver
+    files as the agent's (the same image and runtime class), so a program missing here is
+    missing there.
     """
 
     def __init__(
@@ -113,12 +121,11 @@ class LauncherImex(CommandImex):
         *,
         socket: Path,
         ctl_argv: Sequence[str],
+        daemon_argv: Sequence[str] = ("nvidia-imex",),
         ctl_timeout_s: float = 10.0,
         launch_timeout_s: float = 30.0,
     ) -> None:
-        super().__init__(
-            daemon_argv=("nvidia-imex",), ctl_argv=ctl_argv, ctl_timeout_s=ctl_timeout_s
-        )
+        super().__init__(daemon_argv=daemon_argv, ctl_argv=ctl_argv, ctl_timeout_s=ctl_timeout_s)
         self._socket = socket
         self._launch_timeout = launch_timeout_s
 

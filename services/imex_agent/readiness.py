@@ -82,6 +82,8 @@ def imex_refusal(readiness: ImexReadiness, *, clique: str | None) -> str | None:
         return f"the node is not a member of clique {readiness.clique} {_phase(readiness)}"
     if phase is Phase.FOREIGN:
         return f"another IMEX daemon holds this node's IMEX ports {_phase(readiness)}"
+    if phase is Phase.PROGRAMS_MISSING:
+        return f"the IMEX programs are missing on this node {_phase(readiness)}"
     if phase is Phase.WAITING:
         return f"nvidia-imex is not running {_phase(readiness)}"
     # Running (or a phase this module does not name, whose daemon_state is never READY):

@@ -252,6 +252,23 @@ class DraSettings(Settings, frozen=True, kw_only=True):
     ] = 40.0
 
 
+class RuntimeCheckSettings(Settings, frozen=True, kw_only=True):
+    """The look at the node's container runtime: does it inject CDI devices?"""
+
+    config_root: Annotated[
+        str,
+        Meta(
+            description="Where the host's root is seen, to read <root>/etc/containerd/"
+            "config.toml and its imports (the DaemonSet mounts the host's /etc/containerd "
+            "read-only at /host/etc/containerd); empty: the configuration is not read and the "
+            "finding rests on the runtime's version.",
+        ),
+    ] = ""
+    interval_s: Annotated[
+        float, Meta(description="How often the runtime is looked at again.", gt=0)
+    ] = 300.0
+
+
 class AgentSettings(KubeAccessSettings, frozen=True, kw_only=True):
     """The agent of one node."""
 
@@ -269,6 +286,7 @@ class AgentSettings(KubeAccessSettings, frozen=True, kw_only=True):
     api: Annotated[ApiSettings, INLINE] = ApiSettings(field_manager="cdo-imex-agent")
     imex: ImexSettings = ImexSettings()
     dra: DraSettings = DraSettings()
+    runtime: RuntimeCheckSettings = RuntimeCheckSettings()
     informer: InformerSettings = InformerSettings()
 
 

@@ -47,6 +47,7 @@ class Phase(enum.StrEnum):
     NO_CLIQUE = "NoClique"
     NOT_IN_ROSTER = "NotInRoster"
     FOREIGN = "Foreign"
+    PROGRAMS_MISSING = "ProgramsMissing"  # nvidia-imex or nvidia-imex-ctl cannot be found
     WAITING = "Waiting"  # between a daemon's exit and its restart
     RUNNING = "Running"
 
@@ -172,6 +173,12 @@ def condition_value(observation: Observation, event: NodeImexState) -> Condition
             reason=names.REASON_FOREIGN_DAEMON,
             message=f"another IMEX daemon runs on this node; not starting one{detail}",
         )
+    if control.phase is Phase.PROGRAMS_MISSING:
+        return ConditionValue(
+            status="False",
+            reason=names.REASON_PROGRAMS_MISSING,
+            message=f"the IMEX programs are missing; not starting a daemon{detail}",
+        )
     if control.phase is Phase.WAITING:
         return ConditionValue(
             status="False", reason=names.REASON_NOT_RUNNING, message=f"nvidia-imex{detail}"
@@ -194,14 +201,19 @@ def condition_value(observation: Observation, event: NodeImexState) -> Condition
 
 
 def condition_patch(
-    value: ConditionValue, *, transition: datetime, now: datetime
+    value: ConditionValue,
+    *,
+    transition: datetime,
+    now: datetime,
+    condition_type: str = IMEX_READY_CONDITION,
 ) -> dict[str, object]:
-    """A strategic merge patch of ``nodes/<node>/status`` setting the condition."""
+    """A strategic merge patch of ``nodes/<node>/status`` setting the condition (by default
+    ``cdo.dev/ImexReady``); the patch merges conditions by type and leaves the others alone."""
     return {
         "status": {
             "conditions": [
                 {
-                    "type": IMEX_READY_CONDITION,
+                    "type": condition_type,
                     "status": value.status,
                     "reason": value.reason,
                     "message": value.message,

@@ -42,6 +42,14 @@ GPU_HEALTHY_CONDITION = "cdo.dev/GpuHealthy"
 """Node condition written by the health monitor."""
 IMEX_READY_CONDITION = "cdo.dev/ImexReady"
 """Node condition written by the IMEX agent: True while the node's IMEX daemon is READY."""
+CDI_ENABLED_CONDITION = "cdo.dev/CdiEnabled"
+"""Node condition written by the IMEX agent: whether the node's container runtime injects CDI
+devices (the channel a claim gets reaches its container only through CDI); True, False, or
+Unknown when the agent cannot tell."""
+CDI_ENABLED = "CdiEnabled"
+CDI_DISABLED = "CdiDisabled"
+CDI_UNKNOWN = "CdiUnknown"
+"""The reasons of :data:`CDI_ENABLED_CONDITION`, one per status."""
 
 MAX_CHANNELS = 2048
 """IMEX channels per node: ``/dev/nvidia-caps-imex-channels/channel0`` .. ``channel2047``."""

@@ -129,11 +129,18 @@ class NodeAddress(_Camel, frozen=True, kw_only=True):
     address: str
 
 
+class NodeSystemInfo(_Camel, frozen=True, kw_only=True):
+    container_runtime_version: str = ""
+    """``<runtime>://<version>``, e.g. ``containerd://2.1.4``, as the kubelet reports it."""
+    kubelet_version: str = ""
+
+
 class NodeStatus(_Camel, frozen=True, kw_only=True):
     capacity: dict[str, str] = msgspec.field(default_factory=dict)
     allocatable: dict[str, str] = msgspec.field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
     addresses: tuple[NodeAddress, ...] = ()
+    node_info: NodeSystemInfo = msgspec.field(default_factory=NodeSystemInfo)
 
 
 class Node(KubeObject, frozen=True, kw_only=True):

@@ -39,8 +39,7 @@ class Pod(models.Pod, frozen=True, kw_only=True):
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
-class NodeInfo(_Camel, frozen=True, kw_only=True):
-    kubelet_version: str = ""
+class NodeInfo(models.NodeSystemInfo, frozen=True, kw_only=True):
     architecture: str = ""
     machine_id: str = msgspec.field(default="", name="machineID")
 

@@ -145,6 +145,8 @@ class NodeImex:
         self._daemons: set[ImexDaemon] = set()
         self._started: list[str] = []
         self._directory = directory or DaemonDirectory()
+        self.programs_installed = True
+        """Whether the node has the IMEX programs (``cdo sim fault NODE --imex-programs``)."""
 
     @property
     def running(self) -> int:
@@ -182,6 +184,11 @@ class NodeImex:
                     )
                 return _RunningDaemon(daemon, forget=self._forget)
         raise NotAdoptableError(f"no daemon {instance} runs on this node")
+
+    def missing_programs(self) -> tuple[str, ...]:
+        """Both programs while the node is without them, as on a node without the driver's
+        nvidia-imex package; nothing otherwise."""
+        return () if self.programs_installed else ("nvidia-imex", "nvidia-imex-ctl")
 
     def _forget(self, daemon: ImexDaemon) -> None:
         self._daemons.discard(daemon)

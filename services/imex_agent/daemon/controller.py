@@ -25,6 +25,7 @@ from services.imex_agent.daemon.rules import (
     decide,
     foreign_detail,
     hold_detail,
+    programs_detail,
     record_of,
     served_hosts,
     serving_for,
@@ -268,6 +269,8 @@ class DaemonController:
         if wait > 0:
             return wait
         settings = self._settings
+        if self._programs_missing(roster.clique):
+            return settings.poll_interval_s
         if settings.foreign_check and await self._foreign(roster.clique):
             return settings.poll_interval_s
         hosts = served_hosts(
@@ -289,6 +292,19 @@ class DaemonController:
         serving = serving_for(roster.clique, member.slot, config=config, nodes_config=nodes_config)
         self._started(process, Running(serving=serving, roster=roster, hosts=hosts, started_at=now))
         return None
+
+    def _programs_missing(self, clique: str) -> bool:
+        """Whether nvidia-imex or nvidia-imex-ctl cannot be found (then none is started)."""
+        missing = self._imex.missing_programs()
+        if not missing:
+            return False
+        if self._state.phase is not Phase.PROGRAMS_MISSING:
+            log.error(
+                "the IMEX programs are missing; not starting a daemon",
+                extra={"missing": list(missing)},
+            )
+        self._set_state(Phase.PROGRAMS_MISSING, clique=clique, detail=programs_detail(missing))
+        return True
 
     async def _foreign(self, clique: str) -> bool:
         """Whether another IMEX daemon answers on this node's ports (then none is started)."""

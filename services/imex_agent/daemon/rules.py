@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Sequence
 
 import msgspec
 
@@ -193,6 +194,15 @@ def foreign_detail(address: str, answering: list[int]) -> str:
     return (
         f"ports {', '.join(map(str, answering))} on {address} already answer; "
         "stop the host's nvidia-imex (e.g. its systemd unit) to let the agent run IMEX"
+    )
+
+
+def programs_detail(missing: Sequence[str]) -> str:
+    """Why no daemon is started while the IMEX programs cannot be found (pure)."""
+    return (
+        f"{', '.join(missing)} not found in the agent's container: the NVIDIA container runtime "
+        "puts the node's IMEX programs there (runtimeClassName nvidia); install the driver's "
+        "nvidia-imex package on the node"
     )
 
 

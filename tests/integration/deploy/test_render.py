@@ -286,15 +286,19 @@ def test_security_contexts(overlays: dict[str, list[Manifest]], overlay: str) ->
 
 
 AGENT_HOST_PATHS = {
-    path: path
-    for path in (
-        "/var/lib/kubelet/plugins/compute-domain.cdo.dev",
-        "/var/lib/kubelet/plugins_registry",
-        "/var/run/cdi",
-        "/dev/nvidia-caps-imex-channels",
-    )
+    **{
+        path: path
+        for path in (
+            "/var/lib/kubelet/plugins/compute-domain.cdo.dev",
+            "/var/lib/kubelet/plugins_registry",
+            "/var/run/cdi",
+            "/dev/nvidia-caps-imex-channels",
+        )
+    },
+    # Read-only, below /host: containerd's configuration, for the CDI check.
+    "/etc/containerd": "/host/etc/containerd",
 }
-"""Host path -> mount path: the agent mounts each host path at the same path."""
+"""Host path -> mount path: the agent mounts each host path it writes at the same path."""
 MONITOR_HOST_PATHS = {"/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources"}
 """The health monitor reads the kubelet's PodResources socket (which pods hold a GPU)."""
 HOST_PATHS = {"cdo-imex-agent": AGENT_HOST_PATHS, "cdo-health-monitor": MONITOR_HOST_PATHS}
@@ -320,6 +324,9 @@ def test_host_paths_are_only_what_the_node_services_need(
     assert env["CDO_IMEX_AGENT_DRA_KUBELET_ROOT"]["value"] == "/var/lib/kubelet"
     assert env["CDO_IMEX_AGENT_DRA_CDI_ROOT"]["value"] in AGENT_HOST_PATHS.values()
     assert env["CDO_IMEX_AGENT_DRA_DEVICE_ROOT"]["value"] in AGENT_HOST_PATHS.values()
+    assert env["CDO_IMEX_AGENT_RUNTIME_CONFIG_ROOT"]["value"] == "/host"
+    read_only = {m["name"] for m in container(agent)["volumeMounts"] if m.get("readOnly")}
+    assert "containerd-config" in read_only
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

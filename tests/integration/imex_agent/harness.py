@@ -111,7 +111,9 @@ class ProcessDaemonImex(CommandImex):
     """
 
     def __init__(self, *, daemon_argv: Sequence[str], hosts_file: Path) -> None:
-        super().__init__(daemon_argv=daemon_argv, ctl_argv=("nvidia-imex-ctl",))
+        # The ctl named is the simulator's, run by the daemon's interpreter; its questions are
+        # answered in process (below), so only its presence is ever looked at.
+        super().__init__(daemon_argv=daemon_argv, ctl_argv=(daemon_argv[0], "-m", "sim.imex.ctl"))
         self._resolver = Resolver(hosts_file, system=False)
 
     async def query_state(self, config: Path) -> str:
@@ -147,6 +149,9 @@ class RecordingStarts:
 
     async def query_domain(self, config: Path) -> DomainReport:
         return await self._inner.query_domain(config)
+
+    def missing_programs(self) -> tuple[str, ...]:
+        return self._inner.missing_programs()
 
 
 class SimNode:

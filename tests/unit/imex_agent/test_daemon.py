@@ -278,6 +278,7 @@ class RecordingImex:
         self.processes: list[Process] = []
         self.maps: list[str] = []
         self.adoptions: list[DaemonRecord] = []
+        self.missing: tuple[str, ...] = ()
 
     async def start(self, config: Path, *, output: Path) -> Process:
         self.maps.append((config.parent / "nodes_config.cfg").read_text())
@@ -298,6 +299,9 @@ class RecordingImex:
 
     async def query_domain(self, config: Path) -> DomainReport:
         return DomainReport(state="UP")
+
+    def missing_programs(self) -> tuple[str, ...]:
+        return self.missing
 
 
 class Harness:
@@ -530,6 +534,29 @@ async def test_no_member_no_daemon(tmp_path: Path) -> None:
         harness.set(roster(A, B))
         await wait_for(lambda: harness.controller.running, timeout=5, what="started")
         assert harness.controller.restarts == 0
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_without_the_imex_programs_no_daemon_is_started_and_the_state_says_so(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(tmp_path, poll_interval_s=0.05)
+    harness.imex.missing = ("nvidia-imex", "nvidia-imex-ctl")
+    task = asyncio.create_task(harness.controller.run())
+    try:
+        await wait_for(
+            lambda: harness.controller.state.phase is Phase.PROGRAMS_MISSING,
+            timeout=5,
+            what="programs missing",
+        )
+        assert not harness.controller.running and harness.imex.processes == []
+        assert "nvidia-imex, nvidia-imex-ctl not found" in harness.controller.state.detail
+        harness.imex.missing = ()  # the package installed: the next look starts the daemon
+        await wait_for(lambda: harness.controller.running, timeout=5, what="started")
+        assert harness.controller.state.phase is Phase.RUNNING
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -155,6 +155,12 @@ def test_readiness_of(
             id="a foreign daemon",
         ),
         pytest.param(
+            ImexReadiness(phase=Phase.PROGRAMS_MISSING, clique=CLIQUE, detail="nvidia-imex"),
+            CLIQUE,
+            "the IMEX programs are missing on this node (phase ProgramsMissing: nvidia-imex)",
+            id="no IMEX programs",
+        ),
+        pytest.param(
             ImexReadiness(phase=Phase.RUNNING, clique=CLIQUE, daemon_state="INITIALIZING"),
             CLIQUE,
             "nvidia-imex-ctl reports INITIALIZING, not READY (phase Running)",

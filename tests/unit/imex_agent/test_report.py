@@ -134,6 +134,12 @@ def test_event_names_peers_by_the_roster_and_views_from_this_node() -> None:
             "ForeignImexDaemon",
         ),
         (
+            ControlState(phase=Phase.PROGRAMS_MISSING, clique=CLIQUE, detail="nvidia-imex"),
+            "NOT_RUNNING",
+            "False",
+            "ImexProgramsMissing",
+        ),
+        (
             ControlState(phase=Phase.WAITING, clique=CLIQUE, detail="exited with code -9"),
             "NOT_RUNNING",
             "False",
