@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import signal
@@ -334,8 +335,12 @@ class ControlPlane:
                     await identities.write_token_file(client, account, path=self.nats_tokens[name])
         finally:
             await client.close()
-        ca = CertificateAuthority("cdo-sim-webhook-ca")
-        pair = ca.issue(["cdo-clique-allocator.cdo-system.svc", "127.0.0.1"])
+        # As long as deploy/'s CA and certificates live (ten years, one), so that cdo preflight
+        # judges the simulator's webhook certificate as a real installation's.
+        ca = CertificateAuthority("cdo-sim-webhook-ca", valid_for=dt.timedelta(days=3650))
+        pair = ca.issue(
+            ["cdo-clique-allocator.cdo-system.svc", "127.0.0.1"], valid_for=dt.timedelta(days=365)
+        )
         self.tls_dir.mkdir(parents=True, exist_ok=True)
         (self.tls_dir / "tls.crt").write_bytes(pair.cert_pem)
         key = self.tls_dir / "tls.key"

@@ -103,9 +103,11 @@ def _add_fault(
 ) -> None:
     parser = actions.add_parser(
         "fault",
-        help="inject a GPU, NVLink or fabric fault on a node, or clear them",
+        help="inject a GPU, NVLink or fabric fault on a node, or clear them; or break its host",
         description="Inject a fault into a node's simulated NVML; cdo's services see it through "
-        "pynvml as on a real node.",
+        "pynvml as on a real node. Or set the node's machine into a state platform teams meet: "
+        "the host's own nvidia-imex service running, CDI off in its container runtime, the "
+        "IMEX programs missing (--clear leaves these as they are).",
         **shared,
     )
     parser.add_argument("node")
@@ -125,6 +127,19 @@ def _add_fault(
         help="a fabric health problem (repeatable)",
     )
     kinds.add_argument("--clear", action="store_true", help="every GPU of the node healthy")
+    kinds.add_argument(
+        "--host-imex-service",
+        choices=("on", "off"),
+        help="the host's own nvidia-imex service runs on the node's IMEX ports (on), or stops",
+    )
+    kinds.add_argument(
+        "--cdi", choices=("on", "off"), help="CDI in the node's containerd configuration"
+    )
+    kinds.add_argument(
+        "--imex-programs",
+        choices=("installed", "missing"),
+        help="nvidia-imex and nvidia-imex-ctl on the node",
+    )
 
 
 def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]) -> None:
@@ -160,5 +175,8 @@ def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]
             fabric_state=args.fabric_state,
             fabric_problems=args.fabric_problem,
             clear=args.clear,
+            host_imex_service=args.host_imex_service,
+            cdi=args.cdi,
+            imex_programs=args.imex_programs,
         )
         fault(state_dir, args.node, body, say=say)

@@ -52,6 +52,9 @@ def fault_body(
     fabric_state: str | None,
     fabric_problems: Sequence[str],
     clear: bool,
+    host_imex_service: str | None = None,
+    cdi: str | None = None,
+    imex_programs: str | None = None,
 ) -> dict[str, Any] | None:
     """The control API's fault body for the options given (None: clear every fault)."""
     chosen = [
@@ -64,18 +67,28 @@ def fault_body(
             ("--nvlink-up", nvlink_up is not None),
             ("--fabric-state/--fabric-problem", fabric_state is not None or bool(fabric_problems)),
             ("--clear", clear),
+            ("--host-imex-service", host_imex_service is not None),
+            ("--cdi", cdi is not None),
+            ("--imex-programs", imex_programs is not None),
         )
         if given
     ]
     if len(chosen) != 1:
         raise UsageError(
             "give exactly one fault: --xid N, --gpu-lost, --gpu-back, --nvlink-down LINK, "
-            "--nvlink-up LINK, --fabric-state STATE / --fabric-problem PROBLEM, or --clear"
+            "--nvlink-up LINK, --fabric-state STATE / --fabric-problem PROBLEM, --clear, "
+            "--host-imex-service on|off, --cdi on|off or --imex-programs installed|missing"
             + (f" (got {', '.join(chosen)})" if chosen else "")
         )
     index = 0 if gpu is None else gpu
     if clear:
         return None
+    if host_imex_service is not None:
+        return {"kind": "host_imex", "running": host_imex_service == "on"}
+    if cdi is not None:
+        return {"kind": "cdi", "enabled": cdi == "on"}
+    if imex_programs is not None:
+        return {"kind": "imex_programs", "installed": imex_programs == "installed"}
     if xid is not None:
         return {"kind": "xid", "gpu": index, "xid": xid}
     if gpu_lost or gpu_back:

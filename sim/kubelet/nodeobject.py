@@ -113,7 +113,7 @@ def node_info(node: TopologyNode, settings: KubeletSettings) -> dict[str, str]:
         "bootID": "",
         "kernelVersion": "6.8.0-sim",
         "osImage": "cdo simulated node",
-        "containerRuntimeVersion": "sim://1.0",
+        "containerRuntimeVersion": settings.container_runtime_version,
         "kubeletVersion": settings.kubelet_version,
         "kubeProxyVersion": "",
         "operatingSystem": "linux",

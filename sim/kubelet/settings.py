@@ -46,6 +46,13 @@ class KubeletSettings(Settings, frozen=True, kw_only=True):
     kubelet_version: Annotated[str, Meta(description="status.nodeInfo.kubeletVersion.")] = (
         "v1.33.0-sim"
     )
+    container_runtime_version: Annotated[
+        str,
+        Meta(
+            description="status.nodeInfo.containerRuntimeVersion: the runtime the node "
+            "reports (its CDI default is what the IMEX agent's check goes by).",
+        ),
+    ] = "containerd://2.1.4"
     resources: NodeResources = msgspec.field(default_factory=NodeResources)
     pod_workers: Annotated[
         int, Meta(description="Pods synced concurrently (never one pod twice at once).", ge=1)

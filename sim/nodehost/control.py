@@ -19,7 +19,9 @@ is a start after the first). A daemon is started again only after a power cycle,
 ``config.cfg`` or node map changed (docs/imex-agent.md).
 
 Fault bodies (:mod:`sim.nodehost.faults`): ``xid`` (gpu, xid), ``gpu_lost`` (gpu, lost),
-``nvlink`` (gpu, link, up), ``fabric`` (gpu or null, state, problems), ``clear``. Errors answer
+``nvlink`` (gpu, link, up), ``fabric`` (gpu or null, state, problems), ``clear``; and the
+node's machine (:mod:`sim.nodehost.hoststate`): ``host_imex`` (running), ``cdi`` (enabled),
+``imex_programs`` (installed), which ``clear`` leaves as they are. Errors answer
 ``{"error": "..."}`` with 400 (bad request, no such GPU or link) or 404 (no such node).
 """
 
@@ -31,14 +33,16 @@ from pathlib import Path
 import msgspec
 from aiohttp import web
 
-from sim.nodehost.faults import FAULT_DECODER, ClearFaults, Fault, inject
+from sim.nodehost.faults import ClearFaults, Fault, inject
 from sim.nodehost.host import SERVICES, HostedNode, NodeHost
+from sim.nodehost.hoststate import HostFault, HostImexService, ImexPrograms, RuntimeCdi
 
 log = logging.getLogger("cdo.sim.nodehost")
 
 STATE_FILE = "nodehost.json"
 
 _encoder = msgspec.json.Encoder()
+_FAULTS = msgspec.json.Decoder(Fault | HostFault)
 
 
 class ImexDaemons(msgspec.Struct, frozen=True, kw_only=True):
@@ -128,9 +132,13 @@ def control_app(host: NodeHost) -> web.Application:
     async def add_fault(request: web.Request) -> web.Response:
         target = node_of(request)
         try:
-            fault = FAULT_DECODER.decode(await request.read())
+            fault = _FAULTS.decode(await request.read())
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return _error(f"bad fault: {exc}", status=400)
+        if isinstance(fault, HostImexService | RuntimeCdi | ImexPrograms):
+            applied = await target.host.apply(fault)
+            log.info("host state set", extra={"node": target.name, "state": applied})
+            return _json({"node": target.name, "applied": applied})
         return apply(target, fault)
 
     async def clear_faults(request: web.Request) -> web.Response:

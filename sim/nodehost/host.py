@@ -63,6 +63,7 @@ from shared.nvml import PynvmlNvml
 from sim.identities import HEALTH_MONITOR_SA, IMEX_AGENT_SA, NodeIdentities
 from sim.imex import Timing
 from sim.nodehost.gpuplugins import GpuPlugins
+from sim.nodehost.hoststate import HostState
 from sim.nodehost.imex import DaemonDirectory, NodeImex
 from sim.nodehost.power import PowerSource, PowerUnavailableError
 from sim.nodehost.settings import (
@@ -162,6 +163,15 @@ class HostedNode:
             timing=timing,
             directory=context.daemons,
         )
+        self.host = HostState(
+            root=context.layout.host_root(node.name),
+            address=node.address,
+            ports=(context.services.imex.server_port, context.services.imex.cmd_port),
+            imex=self.imex,
+            timing=timing,
+            on_runtime_change=self._runtime_changed,
+        )
+        """The node's machine: runtime configuration, IMEX programs, the host's IMEX service."""
         self.state: NodeState = "off"
         self.restarts = 0
         self.last_error = ""
@@ -179,6 +189,10 @@ class HostedNode:
     @property
     def powered(self) -> bool | None:
         return self._powered
+
+    def _runtime_changed(self) -> None:
+        if self.agent is not None:
+            self.agent.runtime.poke()
 
     def set_powered(self, powered: bool) -> None:
         if powered != self._powered:
@@ -251,6 +265,7 @@ class HostedNode:
         log.info("node powered off; its services stop", extra={"node": self.name})
         # Before the services are cancelled, which would stop the daemon politely.
         await self.imex.power_loss()
+        await self.host.stop_host_imex()
         raise _PoweredOffError
 
     # -- the node's life ---------------------------------------------------------------------
@@ -261,10 +276,12 @@ class HostedNode:
         Start this task in the node's NVML context (:func:`sim.nvml.bound_context`), so every
         task and thread of its services talks to this node's NVML.
         """
+        self.host.prepare()
         try:
             await self._lifetime()
         finally:
             # The node host is stopping: its daemons go with it, politely.
+            await self.host.stop_host_imex()
             await self.imex.close()
 
     async def _lifetime(self) -> None:

@@ -26,6 +26,7 @@ from services.health_monitor.settings import (
     load_monitor_settings,
 )
 from services.imex_agent import AgentSettings, DraSettings, ImexSettings
+from services.imex_agent.settings import RuntimeCheckSettings
 from shared.crds.names import DRIVER_NAME
 from shared.errors import ConfigError
 from shared.kube.informer import InformerSettings
@@ -130,6 +131,11 @@ class NodeLayout:
     def node_dir(self, node: str) -> Path:
         return self.root / node
 
+    def host_root(self, node: str) -> Path:
+        """The node's machine as the agent sees the host's root: ``etc/containerd`` and the
+        host's own ``etc/nvidia-imex`` (:mod:`sim.nodehost.hoststate`)."""
+        return self.node_dir(node) / "host"
+
     @property
     def proc_devices(self) -> Path:
         """A /proc/devices stand-in naming the IMEX channel device's major number."""
@@ -180,5 +186,6 @@ def agent_settings(
         address=node.address,
         imex=imex,
         dra=dra,
+        runtime=RuntimeCheckSettings(config_root=str(layout.host_root(node.name))),
         informer=services.agent_informer,
     )

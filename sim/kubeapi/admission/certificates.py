@@ -47,9 +47,11 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 class CertificateAuthority:
-    """A self-signed CA valid for a day."""
+    """A self-signed CA, valid for a day unless ``valid_for`` says otherwise."""
 
-    def __init__(self, name: str = "cdo-sim-ca") -> None:
+    def __init__(
+        self, name: str = "cdo-sim-ca", *, valid_for: _dt.timedelta = _dt.timedelta(days=1)
+    ) -> None:
         self._key = _key()
         now = _dt.datetime.now(_dt.UTC)
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
@@ -60,7 +62,7 @@ class CertificateAuthority:
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _dt.timedelta(days=1))
+            .not_valid_after(now + valid_for)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -83,8 +85,11 @@ class CertificateAuthority:
     def cert_pem(self) -> bytes:
         return self._cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, hosts: list[str]) -> KeyPair:
-        """A serving certificate for DNS names and IP addresses in ``hosts``."""
+    def issue(
+        self, hosts: list[str], *, valid_for: _dt.timedelta = _dt.timedelta(days=1)
+    ) -> KeyPair:
+        """A serving certificate for DNS names and IP addresses in ``hosts``, valid for
+        ``valid_for`` from now."""
         key = _key()
         now = _dt.datetime.now(_dt.UTC)
         names: list[x509.GeneralName] = []
@@ -100,7 +105,7 @@ class CertificateAuthority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _dt.timedelta(days=1))
+            .not_valid_after(now + valid_for)
             .add_extension(x509.SubjectAlternativeName(names), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(self._key, hashes.SHA256())
