@@ -1,5 +1,7 @@
 """``python -m sim`` as a user runs it: up, status, power off/on, kubectl against it, clean stop;
-and ``cdo explain`` / ``cdo top cliques`` (also as ``kubectl cdo``) on the whole system."""
+and ``cdo explain`` / ``cdo top cliques`` (also as ``kubectl cdo``) and ``cdo preflight`` on the
+whole system, with nodes set into the states a platform team meets (the host's IMEX service,
+CDI off, no IMEX programs) and NATS that does not answer."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from shared.crds.names import PLACED_CONDITION
-from tests.e2e.whole_system import SYSTEM_STEP_S, gated, running_whole_system
+from sim.natsserver import free_port
+from tests.e2e.whole_system import SYSTEM_STEP_S, WholeSystem, gated, running_whole_system
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for, wait_for_sync
 
@@ -94,11 +97,66 @@ async def kubectl_cdo(kubeconfig: str, state: Path, *args: str) -> str:
     return out.decode()
 
 
+async def preflight(system: WholeSystem, *args: str) -> tuple[int, dict[str, dict[str, str]]]:
+    """``cdo preflight -o json`` on the system: its exit code and its checks by name."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cli", "preflight", "-o", "json", "--state-dir",
+        str(system.state_dir), *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode is not None and out.startswith(b"{"), err.decode()
+    return process.returncode, {c["name"]: c for c in json.loads(out)["checks"]}
+
+
+async def preflight_says(
+    system: WholeSystem, check: str, status: str, *, naming: str
+) -> dict[str, str]:
+    """Wait until ``cdo preflight``'s ``check`` has ``status`` and names ``naming``."""
+
+    async def probe() -> dict[str, str] | None:
+        _code, checks = await preflight(system)
+        found = checks[check]
+        return found if found["status"] == status and naming in found["message"] else None
+
+    return await wait_for(probe, timeout=SYSTEM_STEP_S, interval=0.5, what=f"{check} {status}")
+
+
+async def check_preflight(system: WholeSystem) -> None:
+    code, checks = await preflight(system)
+    assert code == 0, {name: (c["status"], c["message"]) for name, c in checks.items()}
+    assert checks["webhook"]["message"].startswith("the API server reaches the pod webhook")
+    assert "valid for 364 days" in checks["webhook-certificate"]["message"]
+    assert checks["services"]["status"] == "skip"  # the simulator runs them as processes
+    assert checks["cdi"]["message"] == "CDI is on in the container runtime of all 36 nodes"
+
+    node = "rack-0-tray01"
+    for fault, check in (
+        (("--host-imex-service", "on"), "host-imex-service"),
+        (("--cdi", "off"), "cdi"),
+        (("--imex-programs", "missing"), "imex-programs"),
+    ):
+        await system.cdo("sim", "fault", node, *fault)
+        found = await preflight_says(system, check, "fail", naming=node)
+        assert found["hint"]
+        code, _checks = await preflight(system)
+        assert code == 2
+    await system.cdo("sim", "fault", node, "--host-imex-service", "off")
+    await system.cdo("sim", "fault", node, "--cdi", "on")
+    await system.cdo("sim", "fault", node, "--imex-programs", "installed")
+    await preflight_says(system, "imex-ready", "ok", naming="36 of 36")
+
+    code, checks = await preflight(system, "--nats-url", f"nats://127.0.0.1:{free_port()}")
+    assert code == 1 and checks["nats"]["status"] == "warn"
+    assert "does not answer" in checks["nats"]["message"]
+
+
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_explain_and_top_on_the_whole_system() -> None:
+async def test_explain_top_and_preflight_on_the_whole_system() -> None:
     async with running_whole_system() as system:
+        await check_preflight(system)
         await system.create_namespace("why")
         await system.create_workload("why", "small", replicas=2, gpus=4)
         # 40 pods of 4 GPUs: more than the 144 GPUs of the two racks.
