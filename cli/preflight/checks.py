@@ -321,6 +321,14 @@ def webhook(facts: Facts) -> Check:
             f"kubectl -n {facts.namespace} get endpoints cdo-clique-allocator; check the "
             "allocator's pods and the webhook's caBundle",
         )
+    if hook.probe == "ignored":
+        return check(
+            "warn",
+            "the pod webhook's failurePolicy is Ignore: when it does not answer, a domain's pods "
+            "are admitted without their gate and scheduled anywhere (and this check cannot tell "
+            "whether it answers)",
+            "set failurePolicy: Fail, as deploy/ does",
+        )
     return check(
         "warn",
         f"the pod webhook could not be tried: {hook.probe_message or 'not probed'}",

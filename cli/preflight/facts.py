@@ -61,7 +61,8 @@ class WebhookFacts(msgspec.Struct, frozen=True, kw_only=True):
 
     configured: bool = False
     probe: str = "not_probed"
-    """``admitted`` (a dry-run pod went through it), ``failed``, ``forbidden``, ``not_probed``."""
+    """``admitted`` (a dry-run pod went through it), ``failed``, ``forbidden``, ``ignored``
+    (its failurePolicy is Ignore: a dry run cannot tell), ``not_probed``."""
     probe_message: str = ""
     certificate_source: str = ""
     """Where the serving certificate was read: a Secret, or the endpoint itself."""

@@ -218,6 +218,8 @@ def test_the_webhook_and_its_certificate() -> None:
         installed(webhook=WebhookFacts(configured=True, probe="forbidden"))
     )
     assert forbidden.status == "warn"
+    ignored = preflight.webhook(installed(webhook=WebhookFacts(configured=True, probe="ignored")))
+    assert ignored.status == "warn" and "failurePolicy is Ignore" in ignored.message
 
     def certificate(days: float) -> Check:
         hook = WebhookFacts(configured=True, certificate_source="s",
