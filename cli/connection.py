@@ -34,7 +34,7 @@ from shared.bus import EventBus, NatsSettings
 from shared.bus.settings import client_settings
 from shared.command_errors import UnreachableError, UsageError
 from shared.errors import BusClosedError, ConfigError
-from shared.kube import kubeconfig
+from shared.kube import kubeconfig as kubeconfig_files
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.kubeconfig import ClusterSource
@@ -44,7 +44,7 @@ from sim.control.state import state_dir as resolve_state_dir
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_URL_ENV = "CDO_NATS_URL"
-KUBECONFIG_ENV = kubeconfig.KUBECONFIG_ENV
+KUBECONFIG_ENV = kubeconfig_files.KUBECONFIG_ENV
 REQUEST_TIMEOUT_S = 5.0
 NO_CLUSTER_HINT = (
     "pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or start the simulated cluster"
@@ -74,7 +74,7 @@ def find_cluster(
     kubeconfig_file: str | None,
     context: str | None,
     environ: Mapping[str, str] | None = None,
-    service_account_dir: Path = kubeconfig.SERVICE_ACCOUNT_DIR,
+    service_account_dir: Path = kubeconfig_files.SERVICE_ACCOUNT_DIR,
 ) -> tuple[ClusterSource | None, str]:
     """The cluster the precedence in the module docstring picks, or None and why not."""
     environ = os.environ if environ is None else environ
@@ -82,19 +82,19 @@ def find_cluster(
         return ClusterSource((Path(kubeconfig_file),), "--kubeconfig", context), ""
     listed = environ.get(KUBECONFIG_ENV, "")
     if listed:
-        files = kubeconfig.existing(kubeconfig.env_paths(listed))
+        files = kubeconfig_files.existing(kubeconfig_files.env_paths(listed))
         if not files:
             return None, f"{KUBECONFIG_ENV}={listed!r} names no kubeconfig file that exists"
         return ClusterSource(files, f"${KUBECONFIG_ENV}", context), ""
     if explicit_state_dir and (simulated := _simulated(state_dir, context)) is not None:
         return simulated, ""
-    home = kubeconfig.home_kubeconfig(environ)
+    home = kubeconfig_files.home_kubeconfig(environ)
     if home.is_file():
         return ClusterSource((home,), "~/.kube/config", context), ""
-    if kubeconfig.in_cluster_possible(environ, service_account_dir=service_account_dir):
+    if kubeconfig_files.in_cluster_possible(environ, service_account_dir=service_account_dir):
         if context:
             return None, f"--context {context}: in a pod without a kubeconfig there are no contexts"
-        return kubeconfig.in_cluster(environ, service_account_dir=service_account_dir), ""
+        return kubeconfig_files.in_cluster(environ, service_account_dir=service_account_dir), ""
     if not explicit_state_dir and (simulated := _simulated(state_dir, context)) is not None:
         return simulated, ""
     return None, f"no cluster to ask: {NO_CLUSTER_HINT} (cdo sim up; looked in {state_dir})"
@@ -167,10 +167,10 @@ def context_namespace(cluster: ClusterSource | None) -> str:
             return DEFAULT_NAMESPACE
         return namespace or DEFAULT_NAMESPACE
     try:
-        config = kubeconfig.load(cluster.files)
-    except kubeconfig.KubeconfigError:
+        config = kubeconfig_files.load(cluster.files)
+    except kubeconfig_files.KubeconfigError:
         return DEFAULT_NAMESPACE
-    body = kubeconfig.context_of(config, cluster.context) or {}
+    body = kubeconfig_files.context_of(config, cluster.context) or {}
     named = body.get("namespace")
     return str(named) if named else DEFAULT_NAMESPACE
 
@@ -196,7 +196,9 @@ async def connect_kube(endpoints: Endpoints) -> KubeClient:
     cluster = endpoints.cluster
     if cluster is None:
         raise UnreachableError(endpoints.cluster_problem or f"no cluster to ask: {NO_CLUSTER_HINT}")
-    if not cluster.in_cluster and not await asyncio.to_thread(kubeconfig.existing, cluster.files):
+    if not cluster.in_cluster and not await asyncio.to_thread(
+        kubeconfig_files.existing, cluster.files
+    ):
         raise UnreachableError(f"{cluster.describe()} does not exist")
     try:
         return await KubeClient.connect_to(cluster, request_timeout_s=REQUEST_TIMEOUT_S)

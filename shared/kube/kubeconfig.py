@@ -7,7 +7,7 @@ kubectl and every client-go program read the same files the same way
 - **``KUBECONFIG``** holds one or more paths, separated by ``os.pathsep`` (``:`` on Linux); the
   same path named twice is read once, a path that does not exist is skipped, and an empty
   ``KUBECONFIG`` counts as unset. Unset, the one file is ``~/.kube/config``
-  (:func:`default_paths`).
+  (:func:`home_kubeconfig`).
 - **Merging** (:func:`merge`): the first file that names a cluster, a user, a context or an
   extension wins that name, and its entry is taken whole (a later file's entry of the same name
   is ignored, even its fields the first one lacks). ``current-context`` and each field of
@@ -99,16 +99,6 @@ def home_kubeconfig(environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
     home = environ.get("HOME")
     return (Path(home) if home else Path.home()) / HOME_KUBECONFIG
-
-
-def default_paths(environ: Mapping[str, str] | None = None) -> tuple[list[Path], str]:
-    """client-go's default loading rules: the ``KUBECONFIG`` paths when it is set and not
-    empty, else ``~/.kube/config``; with the name of where they came from."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(KUBECONFIG_ENV, "")
-    if value:
-        return env_paths(value), f"${KUBECONFIG_ENV}"
-    return [home_kubeconfig(environ)], "~/.kube/config"
 
 
 def existing(paths: Iterable[Path]) -> tuple[Path, ...]:

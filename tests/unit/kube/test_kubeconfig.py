@@ -15,8 +15,8 @@ from shared.kube.kubeconfig import (
     ClusterSource,
     KubeconfigError,
     context_of,
-    default_paths,
     env_paths,
+    home_kubeconfig,
     in_cluster_missing,
     in_cluster_possible,
     load,
@@ -74,16 +74,11 @@ def test_current_context_and_preferences_come_from_the_first_file_that_sets_them
     assert merge([{"contexts": [context("a", "x")]}]).get("current-context") is None
 
 
-def test_kubeconfig_paths_are_split_deduplicated_and_an_empty_value_means_home() -> None:
+def test_kubeconfig_paths_are_split_and_deduplicated_and_home_is_found() -> None:
     listed = os.pathsep.join(["/a", "", "/b", "/a"])
     assert env_paths(listed) == [Path("/a"), Path("/b")]
-    assert default_paths({"KUBECONFIG": listed, "HOME": "/home/u"}) == (
-        [Path("/a"), Path("/b")],
-        "$KUBECONFIG",
-    )
-    home = ([Path("/home/u/.kube/config")], "~/.kube/config")
-    assert default_paths({"KUBECONFIG": "", "HOME": "/home/u"}) == home
-    assert default_paths({"HOME": "/home/u"}) == home
+    assert home_kubeconfig({"HOME": "/home/u"}) == Path("/home/u/.kube/config")
+    assert home_kubeconfig({}) == Path.home() / ".kube" / "config"
 
 
 def test_relative_paths_are_taken_from_the_file_that_names_them(tmp_path: Path) -> None:
