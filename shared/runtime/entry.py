@@ -76,11 +76,15 @@ def kube_service_main(
     async def setup(ctx: ServiceContext) -> None:
         client = await KubeClient.connect_to(source, request_timeout_s=settings.request_timeout_s)
         if requires_dra:
+            # Unready while discovery has not answered: the service's own checks come later.
+            served = False
+            ctx.readiness.add("dra served", lambda: served)
             try:
                 await require_served(client)
             except BaseException:
                 await client.close()
                 raise
+            served = True
         start(ctx, client, settings)
 
     return run_service(component, setup)

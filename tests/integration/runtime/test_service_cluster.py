@@ -3,6 +3,7 @@ files, ~/.kube/config), and one that needs DRA ends with exit code 2 on a server
 
 from __future__ import annotations
 
+import asyncio
 import os
 import urllib.error
 import urllib.request
@@ -11,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from shared.crds import install_crds
 from shared.kube.apis import REQUIRED_APIS, missing_required_message
+from shared.kube.client import KubeClient
+from shared.kube.resources import NAMESPACES
 from sim.kubeapi import ApiServer, ServerThread
+from sim.natsserver import free_port
+from tests.integration.cli.conftest import dead_kubeconfig
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for_sync
 
@@ -28,6 +34,23 @@ NODE_SETTINGS = {"CDO_IMEX_AGENT_NODE_NAME": "node-a", "CDO_IMEX_AGENT_ADDRESS":
 def emulator() -> Iterator[ServerThread]:
     with ServerThread() as server:
         yield server
+
+
+async def _install(kubeconfig: Path) -> None:
+    client = await KubeClient.connect(kubeconfig=kubeconfig)
+    try:
+        await install_crds(client)
+        await client.create(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cdo-system"}},
+        )
+    finally:
+        await client.close()
+
+
+def install(kubeconfig: Path) -> None:
+    """What the domain controller needs to become ready: cdo's CRDs and its namespace."""
+    asyncio.run(_install(kubeconfig))
 
 
 def environment(tmp_path: Path, service_env: dict[str, str], **extra: str) -> dict[str, str]:
@@ -90,9 +113,44 @@ def becomes_ready(env: dict[str, str], tmp_path: Path, name: str) -> None:
 def test_a_service_finds_its_cluster_in_kubeconfig_and_in_home(
     emulator: ServerThread, tmp_path: Path, service_env: dict[str, str]
 ) -> None:
+    install(emulator.kubeconfig)
     listed = os.pathsep.join([str(tmp_path / "not-there"), str(emulator.kubeconfig)])
     becomes_ready(environment(tmp_path, service_env, KUBECONFIG=listed), tmp_path, "KUBECONFIG")
     home = tmp_path / "home"
     (home / ".kube").mkdir(parents=True)
     (home / ".kube" / "config").write_bytes(emulator.kubeconfig.read_bytes())
     becomes_ready(environment(tmp_path, service_env), tmp_path, "home")
+
+
+def readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return 0, ""
+
+
+def test_a_server_that_does_not_answer_yet_is_waited_for_unready(
+    tmp_path: Path, service_env: dict[str, str]
+) -> None:
+    port = free_port()
+    kubeconfig = dead_kubeconfig(tmp_path / "kubeconfig", port)
+    env = environment(tmp_path, service_env, CDO_DOMAIN_CONTROLLER_KUBECONFIG=str(kubeconfig))
+    probe_port = int(env["CDO_HTTP_PORT"])
+    service = ProgramProcess("services.domain_controller", env=env, workdir=tmp_path).start()
+    try:
+        status, _body = wait_for_sync(
+            lambda: (lambda r: r if "dra served" in r[1] else None)(readyz(probe_port)),
+            timeout=60,
+            what="unready while discovery does not answer",
+        )
+        assert status == 503 and service.returncode is None
+        with ServerThread(port=port) as server:
+            install(server.kubeconfig)
+            wait_for_sync(lambda: ready(probe_port) or service.returncode is not None,
+                          timeout=60, what="ready once the server answers")  # fmt: skip
+            assert service.returncode is None, service.stderr_text()[-2000:]
+    finally:
+        service.stop()
