@@ -137,7 +137,7 @@ class _Workload(msgspec.Struct, frozen=True):
     status: _WorkloadStatus = msgspec.field(default_factory=_WorkloadStatus)
 
 
-class _Version(msgspec.Struct, frozen=True, rename="camel"):
+class VersionInfo(msgspec.Struct, frozen=True, rename="camel"):
     major: str = ""
     minor: str = ""
     git_version: str = ""
@@ -164,7 +164,7 @@ def node_facts(raw: bytes) -> list[NodeFacts]:
     return found
 
 
-def release_of(version: _Version) -> tuple[int, int] | None:
+def release_of(version: VersionInfo) -> tuple[int, int] | None:
     """(major, minor) of ``/version``; ``minor`` may carry a ``+`` (managed clusters)."""
     try:
         return int(version.major), int(version.minor.rstrip("+"))
@@ -249,7 +249,7 @@ async def _api(client: KubeClient, where: str) -> ApiFacts:
                 problem=f"the Kubernetes API does not answer ({where}): {exc.message}",
             )
         return ApiFacts(where=where, problem=f"GET /version answered {exc.code}: {exc.message}")
-    version = msgspec.json.decode(raw, type=_Version)
+    version = msgspec.json.decode(raw, type=VersionInfo)
     return ApiFacts(where=where, git_version=version.git_version, release=release_of(version))
 
 
@@ -388,7 +388,11 @@ async def _cluster(
     client: KubeClient, endpoints: Endpoints, api: ApiFacts, namespace: str
 ) -> Facts:
     reads = _Reads(client)
-    served = await _served(client)
+    try:
+        served = await _served(client)
+    except KubeApiError as exc:
+        problem = f"discovery failed ({api.where}): {exc.message or exc.reason} ({exc.code})"
+        return Facts(api=msgspec.structs.replace(api, problem=problem), namespace=namespace)
     raw_nodes = await reads.attempt("nodes", lambda: client.list(NODES))
     nodes = node_facts(raw_nodes) if raw_nodes is not None else []
     classes = []
