@@ -69,9 +69,7 @@ def test_the_base_image_gives_the_interpreter_and_the_c_library() -> None:
 def test_platform_tags_cover_every_manylinux_up_to_the_images_glibc() -> None:
     arm = wheels.platform_tags("aarch64", (2, 36))
     assert arm[0] == "manylinux_2_36_aarch64"
-    assert {"manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"} <= set(
-        arm
-    )
+    assert {"manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"} <= set(arm)
     # No aarch64 wheel predates manylinux2014; nothing newer than the image's glibc.
     assert "manylinux_2_16_aarch64" not in arm and "manylinux_2_37_aarch64" not in arm
     intel = wheels.platform_tags("x86_64", (2, 36))

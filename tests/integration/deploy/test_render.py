@@ -31,6 +31,7 @@ from tests.integration.deploy.conftest import (
     OVERLAYS,
     ROOT,
     Manifest,
+    bootstrap_settings,
     find,
     generated,
     group_of,
@@ -253,8 +254,7 @@ def test_prod_runs_the_nats_authenticator(overlays: dict[str, list[Manifest]]) -
             server = find(objs, "StatefulSet", "cdo-nats")
             names = {e["name"] for e in server["spec"]["template"]["spec"]["containers"][0]["env"]}
             assert {"NATS_AUTH_ISSUER", "NATS_PASSWORD_NATS_AUTH"} <= names
-            job = env_of(find(objs, "Job", "cdo-bootstrap"))
-            assert job["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"]["value"] == "true"
+            assert bootstrap_settings(objs)["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"
         else:
             assert "auth_callout" not in config and authenticators == [], overlay
 
@@ -502,8 +502,7 @@ def test_prod_turns_tls_on(overlays: dict[str, list[Manifest]]) -> None:
     config = generated(prod, "ConfigMap", "cdo-nats-config")["data"]
     assert "cert_file: /etc/nats-tls/tls.crt" in config["tls.conf"]
     assert "verify: true" in config["cluster-tls.conf"]
-    job = env_of(find(prod, "Job", "cdo-bootstrap"))
-    assert job["CDO_BOOTSTRAP_TLS_CERTS"]["value"] == "true"
+    assert bootstrap_settings(prod)["CDO_BOOTSTRAP_TLS_CERTS"] == "true"
     dev_env = common_env(overlays["dev"])
     assert dev_env["CDO_NATS_URL"].startswith("nats://")
     assert "CDO_NATS_TLS_CA_FILE" not in dev_env
@@ -581,5 +580,6 @@ def test_cert_manager_issues_what_the_pods_mount(tmp_path: Path) -> None:
     assert find(objs, "Certificate", name)["spec"]["secretName"] == (
         "cdo-clique-allocator-webhook-tls"
     )
-    job = env_of(find(objs, "Job", "cdo-bootstrap"))
-    assert job["CDO_BOOTSTRAP_CERTIFICATES"]["value"] == "false"
+    settings = bootstrap_settings(objs)
+    assert settings["CDO_BOOTSTRAP_CERTIFICATES"] == "false"
+    assert settings["CDO_BOOTSTRAP_TLS_CERTS"] == "false"
