@@ -27,10 +27,36 @@ Modules, outside in:
 docs/imex-agent.md describes the design, the settings and the limitations.
 """
 
-from services.imex_agent.agent import ImexAgent
-from services.imex_agent.binaries import Imex, ImexProcess
-from services.imex_agent.programs import CommandImex
-from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.imex_agent.agent import ImexAgent
+    from services.imex_agent.binaries import Imex, ImexProcess
+    from services.imex_agent.programs import CommandImex
+    from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
+
+_EXPORTS = {
+    "AgentSettings": "services.imex_agent.settings",
+    "CommandImex": "services.imex_agent.programs",
+    "DraSettings": "services.imex_agent.settings",
+    "Imex": "services.imex_agent.binaries",
+    "ImexAgent": "services.imex_agent.agent",
+    "ImexProcess": "services.imex_agent.binaries",
+    "ImexSettings": "services.imex_agent.settings",
+}
+"""Imported on first use (PEP 562), not with the package: the IMEX launcher and its probe import
+their own modules of this package without loading the whole agent."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "AgentSettings",
