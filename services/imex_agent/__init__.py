@@ -14,8 +14,8 @@ Modules, outside in:
   ``programs`` (``CommandImex``, ``LauncherImex``), ``pidprocess`` (a daemon held through a
   pidfd: spawned here, by the launcher, or adopted), ``launchprotocol`` (the agent's and the
   launcher's one-line messages), ``launcher`` (the daemon's own container in the DaemonSet,
-  so it outlives the agent); ``preflight``: the daemon record (adopt or not), leftovers and
-  foreign daemons;
+  so it outlives the agent), ``launchprobe`` (that container's readiness probe);
+  ``preflight``: the daemon record (adopt or not), leftovers and foreign daemons;
 - ``driver``: the DRA handler (``readiness``: whether the local daemon is READY, for
   prepare); ``claims``: claim -> domain -> channel; ``channels``: device nodes; ``cdi``: CDI
   specs; ``checkpoint``: what survives restarts; ``resourceslice``: the node's attachment
