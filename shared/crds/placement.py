@@ -292,12 +292,12 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
     @property
     def pod_names(self) -> frozenset[str]:
         """Every pod seated in any slice, those without GPUs included."""
-        return frozenset(
-            pod.name
+        seated = (
+            (*(pod.name for pod in member.pods), *(ref.name for ref in member.channel_only_pods))
             for piece in self.all_slices
             for member in piece.members
-            for pod in (*member.pods, *member.channel_only_pods)
         )
+        return frozenset(name for names in seated for name in names)
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -43,10 +43,10 @@ def test_slots_count_the_domains_pod_bound_or_not_and_other_bound_pods_count_the
             bound=bound,
         )
         assert table.slots["default/train"] == {
-            "a-n00": NodeUse(requested={"memory": 200 * GI}, pods=2)
+            "a-n00": NodeUse(requested={"memory": 200 * GI}, pods=2, attachments=2)
         }
         assert table.bound == {"a-n00": NodeUse(requested={"memory": 50 * GI, "cpu": 4000}, pods=1)}
         assert table.others("default/train") == table.bound
         assert table.others("default/other")["a-n00"] == NodeUse(
-            requested={"memory": 250 * GI, "cpu": 4000}, pods=3
+            requested={"memory": 250 * GI, "cpu": 4000}, pods=3, attachments=2
         )
