@@ -20,12 +20,14 @@ import pytest
 import pytest_asyncio
 
 from shared.crds import COMPUTE_DOMAINS, ComputeDomain
+from shared.crds.names import PLACED_CONDITION
 from shared.kube.models import Pod, ResourceClaim
 from shared.kube.resources import JOBS, PODS, RESOURCE_CLAIMS
 from tests.e2e.whole_system import (
     SYSTEM_STEP_S,
     WholeSystem,
     domain_object,
+    gated,
     live,
     running_whole_system,
 )
@@ -347,5 +349,43 @@ async def test_a_pod_without_gpus_beside_a_domains_gpu_pods_shares_their_clique_
     coordinator = next(p for p in pods if p.metadata.name == "coordinator")
     assert coordinator.spec.node_name in {n.name for n in ready.status.nodes}
     await system.client.delete(PODS, "coordinator", namespace=namespace)
+    await system.clean_up(namespace)
+    assert await system.leftovers() == []
+
+
+async def test_a_pod_without_gpus_that_no_clique_node_may_take_waits_and_says_why(
+    system: WholeSystem,
+) -> None:
+    namespace = "imex-nowhere"
+    await system.create_namespace(namespace)
+    await system.client.create(COMPUTE_DOMAINS, domain_object("nowhere"), namespace=namespace)
+    pod = channel_check_pod("nowhere", "nowhere-rct")
+    outside = {"key": "nvidia.com/gpu.clique", "operator": "DoesNotExist"}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [outside]}]
+            }
+        }
+    }
+    await system.client.create(PODS, pod, namespace=namespace)
+
+    async def held() -> str | None:
+        (found,) = live(await system.pods(namespace))
+        condition = found.condition(PLACED_CONDITION)
+        if condition is None or condition.reason != "NoChannelAvailable" or not gated(found):
+            return None
+        return condition.message
+
+    message = await wait_for(held, timeout=SYSTEM_STEP_S, what="the pod held NoChannelAvailable")
+    assert message.startswith(
+        "no clique can give this pod, which asks for no GPU, the domain's IMEX channel"
+    )
+    assert "ruled out by the pod's constraints" in message
+    assert await system.placement(namespace, "nowhere") is None
+    explained = await system.cdo("explain", "pod/nowhere", "-n", namespace)
+    assert "NoChannelAvailable" in explained
+    assert "no node can give it the domain's IMEX channel" in explained
+    await system.client.delete(PODS, "nowhere", namespace=namespace)
     await system.clean_up(namespace)
     assert await system.leftovers() == []
