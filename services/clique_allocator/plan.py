@@ -98,6 +98,8 @@ class _Ask(msgspec.Struct, frozen=True, kw_only=True):
 
 LimitsOf = Callable[[int], NodeLimits | None]
 """GPUs per pod -> the gang's node limits (None: its pods may go to any usable node)."""
+RoomOf = Callable[[], ChannelRoom]
+"""What nodes offer pods without GPUs now (worked out only for a domain that has some)."""
 
 
 def plan_domain(
@@ -114,7 +116,7 @@ def plan_domain(
     gpus_of: Callable[[Pod], int] = plugin_gpus,
     limits: LimitsOf | None = None,
     channel_only: Callable[[Pod], bool] | None = None,
-    room: ChannelRoom | None = None,
+    room: RoomOf | None = None,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``gang`` is the size of the gang of pods that take GPUs (``gang.py``); ``ranks`` are the
@@ -125,7 +127,7 @@ def plan_domain(
     ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node without
     it; ``limits(0)``: the pods without GPUs); ``channel_only`` tells a pod that asks for no
     GPU at all (default: ``gpus_of`` says 0), ``room`` what nodes offer such pods
-    (``planning/channelonly.py``)."""
+    (``planning/channelonly.py``; asked only when the domain has some)."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -151,7 +153,7 @@ def plan_domain(
     return _plan_with_channel_only(
         key=key, domain=domain, placement=placement, pods=pods, without=without, gang=gang,
         view=view, ranks=ranks, now=now, nodes_without_nvlink=nodes_without_nvlink,
-        gpus_of=gpus_of, limits=limits, room=room or ChannelRoom(),
+        gpus_of=gpus_of, limits=limits, room=room() if room is not None else ChannelRoom(),
     )  # fmt: skip
 
 

@@ -18,8 +18,7 @@ import msgspec
 from services.clique_allocator.gang import GangSize, less_channel_only
 from services.clique_allocator.objects import finished
 from services.clique_allocator.placement import ClusterView, Reservation
-from services.clique_allocator.plan import INVALID_REQUEST, LimitsOf, plan_domain
-from services.clique_allocator.planning.channelonly import ChannelRoom
+from services.clique_allocator.plan import INVALID_REQUEST, LimitsOf, RoomOf, plan_domain
 from services.clique_allocator.planning.hold import holds
 from services.clique_allocator.planning.notices import Notice
 from services.clique_allocator.planning.outcome import Action, Plan
@@ -51,7 +50,7 @@ def plan_units(
     gpus_of: Callable[[Pod], int],
     limits: Callable[[Sequence[Pod]], LimitsOf | None] | None = None,
     channel_only: Callable[[Pod], bool] | None = None,
-    room: ChannelRoom | None = None,
+    room: RoomOf | None = None,
 ) -> Plan:
     """The plan for a live domain in units; ``units`` holds every unit with live pods or a
     record, ``unlabelled`` the pods refused for lacking ``spec.gang.unitLabel``'s label;

@@ -181,7 +181,9 @@ class AllocatorReconciler:
         view, gpus_of, channel_only = self._gpu_view(pods)
         now = datetime.now(UTC).replace(microsecond=0)
         without_nvlink = self._state.nodes_without_nvlink()
-        room = ChannelRoom(free=self._state.free_attachments(), own=self._state.own_pods(key))
+
+        def room() -> ChannelRoom:
+            return ChannelRoom(free=self._state.free_attachments(), own=self._state.own_pods(key))
 
         def limits_of(found: Sequence[Pod]) -> LimitsOf:
             unit_live = [pod for pod in found if not finished(pod)]

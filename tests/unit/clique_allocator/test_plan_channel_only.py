@@ -61,7 +61,7 @@ def run(
         pods=pods,
         gang=size,
         view=cluster or view(nodes, **records),
-        room=room or ChannelRoom(free=EIGHT),
+        room=lambda: room or ChannelRoom(free=EIGHT),
         limits=(lambda gpus: limits if gpus == 0 else None) if limits is not None else None,
         nodes_without_nvlink=nodes_without_nvlink,
     )
@@ -384,7 +384,7 @@ def test_each_gang_unit_seats_its_own_pods_without_gpus_on_its_own_channel() -> 
     result = plan_units(
         key="default/train", domain=cd, placement=None, units=asks,
         view=view(RACK_A + RACK_B), gpus_of=lambda p: p.gpus("nvidia.com/gpu"),
-        room=ChannelRoom(free=EIGHT),
+        room=lambda: ChannelRoom(free=EIGHT),
     )  # fmt: skip
     spec = result.record
     assert spec is not None and spec.channel_only == 2
