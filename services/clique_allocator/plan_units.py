@@ -132,7 +132,8 @@ def _join(
         "the pod lacks the label spec.gang.unitLabel names, so it belongs to no gang unit",
     )
     gpus = placement.gpus_per_pod if placement is not None else None
-    gpus = gpus or next((record.gpus_per_pod for record in records.values()), None)
+    # A unit of pods without GPUs records 0: the units that take GPUs say how many.
+    gpus = gpus or max((record.gpus_per_pod for record in records.values()), default=None)
     record = merge_units(placement, records, gpus_per_pod=gpus) if gpus is not None else None
     if record is not None and not record.slices and placement is None:
         record = None

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from bench._e2e_workloads import gpu_job
 from shared.crds import COMPUTE_DOMAINS, ComputeDomain
 from shared.crds.names import PLACED_CONDITION
 from shared.kube.models import Pod, ResourceClaim
@@ -288,42 +289,14 @@ async def test_the_host_managed_smoke_spec_with_num_nodes_0_is_ready_once_its_po
     assert await system.leftovers() == []
 
 
-def gpu_job(name: str, domain_template: str, *, pods: int) -> dict[str, Any]:
-    """An Indexed Job of ``pods`` pods of one GPU each, using the domain's channel."""
-    container = {
-        "name": "worker",
-        "image": "registry.example.com/worker:1.0",
-        "resources": {"limits": {"nvidia.com/gpu": "1"}, "claims": [{"name": "imex-channel"}]},
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": pods,
-            "parallelism": pods,
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [container],
-                    "resourceClaims": [
-                        {"name": "imex-channel", "resourceClaimTemplateName": domain_template}
-                    ],
-                },
-            },
-        },
-    }
-
-
 async def test_a_pod_without_gpus_beside_a_domains_gpu_pods_shares_their_clique_and_channel(
     system: WholeSystem,
 ) -> None:
     namespace = "imex-mixed"
     await system.create_namespace(namespace)
     await system.client.create(COMPUTE_DOMAINS, domain_object("train"), namespace=namespace)
-    await system.client.create(JOBS, gpu_job("train", "train-rct", pods=3), namespace=namespace)
+    job = gpu_job("train", namespace, domain="train", pods=3, gpus_per_pod=1)
+    await system.client.create(JOBS, job, namespace=namespace)
     await system.client.create(
         PODS, channel_check_pod("coordinator", "train-rct"), namespace=namespace
     )

@@ -394,3 +394,25 @@ def test_each_gang_unit_seats_its_own_pods_without_gpus_on_its_own_channel() -> 
     assert {(p.clique, p.channel) for p in by_unit.values()} == {(CLIQUE_A, 0), (CLIQUE_A, 1)}
     for team, piece in by_unit.items():
         assert [ref.name for m in piece.members for ref in m.channel_only_pods] == [f"h-{team}"]
+
+
+def test_a_unit_of_pods_without_gpus_beside_units_with_gpus_keeps_their_gpu_slots() -> None:
+    cd = domain(gang=1, unit_label="team")
+    # Unit "a" is one pod without GPUs (sorted first), unit "b" one pod of 4 GPUs.
+    pods = [bare("h-a", labels={"team": "a"}), pod("w-b", labels={"team": "b"})]
+    units = split_units(pods, unit_label="team")
+    asks = unit_asks(
+        units, recorded={}, explicit=1, unit_label="team", namespace="default",
+        template="train-rct", workload=lambda *_: None, jobset_jobs=lambda *_: (),
+        ranks_of=lambda found: {},
+    )  # fmt: skip
+    result = plan_units(
+        key="default/train", domain=cd, placement=None, units=asks,
+        view=view(RACK_A + RACK_B), gpus_of=lambda p: p.gpus("nvidia.com/gpu"),
+        room=lambda: ChannelRoom(free=EIGHT),
+    )  # fmt: skip
+    spec = result.record
+    assert spec is not None and spec.gpus_per_pod == 4 and spec.reserved_pods == 1
+    by_unit = {piece.unit: piece for piece in spec.slices}
+    assert [ref.name for m in by_unit["a"].members for ref in m.channel_only_pods] == ["h-a"]
+    assert [p.name for m in by_unit["b"].members for p in m.pods] == ["w-b"]
