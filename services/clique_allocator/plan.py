@@ -28,6 +28,7 @@ claims are not all known yet (a claim template not in the cache) is left for the
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
@@ -194,8 +195,8 @@ def _plan_with_channel_only(
     else:
         gpus = _plan_gpus(
             key=key, domain=domain, placement=stripped, pods=gpu_pods, gang=gang, view=view,
-            ranks=ranks, now=now, nodes_without_nvlink=nodes_without_nvlink, gpus_of=gpus_of,
-            limits=limits,
+            ranks=gpu_ranks(ranks or {}, without), now=now,
+            nodes_without_nvlink=nodes_without_nvlink, gpus_of=gpus_of, limits=limits,
         )  # fmt: skip
     if gpus.action == "delete":
         return gpus
@@ -230,6 +231,19 @@ def _plan_with_channel_only(
         evictions=tuple(sorted({*gpus.evictions, *step.evictions})),
         retry_after_s=gpus.retry_after_s,
     )
+
+
+def gpu_ranks(ranks: Mapping[str, int], without: Sequence[Pod]) -> dict[str, int]:
+    """The ranks of the pods that take GPUs: an index a pod without GPUs carries is no rank (a
+    LeaderWorkerSet's leader without GPUs: its workers rank from 0), so every rank above one
+    moves down by one."""
+    names = {pod.metadata.name for pod in without}
+    dropped = sorted(rank for name, rank in ranks.items() if name in names)
+    return {
+        name: rank - bisect.bisect_left(dropped, rank)
+        for name, rank in ranks.items()
+        if name not in names
+    }
 
 
 def _gpu_gang(gang: GangSize | UnknownSize | UndeclaredSize) -> int | None:

@@ -2,7 +2,8 @@
 
 NVIDIA's own IMEX channel check is such a pod (one claim, the domain's channel, and no GPU); so
 are a job's coordinator or checkpoint helper beside its GPU pods. Such a pod takes no GPU, so it
-is no part of the gang's all-or-nothing reservation of GPU slots and holds no rank; it needs the
+is no part of the gang's all-or-nothing reservation of GPU slots and holds no rank (an index it
+carries is left out of the GPU pods' ranks, ``plan.gpu_ranks``); it needs the
 domain's channel, so it runs in a clique of the domain, on a node with a free channel attachment
 device (each pod with a channel takes one, ``attachments.py``).
 

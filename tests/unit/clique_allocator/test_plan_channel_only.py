@@ -12,7 +12,7 @@ from services.clique_allocator.gang import GangSize, UnknownSize
 from services.clique_allocator.needs import gang_needs
 from services.clique_allocator.nodes import node_facts
 from services.clique_allocator.placement import MAX_CHANNELS, ClusterView, NodeLimits
-from services.clique_allocator.plan import plan_domain
+from services.clique_allocator.plan import gpu_ranks, plan_domain
 from services.clique_allocator.plan_units import plan_units
 from services.clique_allocator.planning.channelonly import (
     NO_CHANNEL_AVAILABLE,
@@ -416,3 +416,20 @@ def test_a_unit_of_pods_without_gpus_beside_units_with_gpus_keeps_their_gpu_slot
     by_unit = {piece.unit: piece for piece in spec.slices}
     assert [ref.name for m in by_unit["a"].members for ref in m.channel_only_pods] == ["h-a"]
     assert [p.name for m in by_unit["b"].members for p in m.pods] == ["w-b"]
+
+
+def test_an_lws_leader_without_gpus_holds_no_rank_and_its_workers_rank_from_0() -> None:
+    ranks = {"serve-0": 0, "serve-0-1": 1, "serve-0-2": 2, "serve-0-3": 3}
+    leader = bare("serve-0")
+    assert gpu_ranks(ranks, [leader]) == {"serve-0-1": 0, "serve-0-2": 1, "serve-0-3": 2}
+    assert gpu_ranks(ranks, []) == ranks
+    workers = [pod(f"serve-0-{w}", gpus=4) for w in (1, 2, 3)]
+    plan = plan_domain(
+        key="default/train", domain=domain(), placement=None, pods=[leader, *workers],
+        gang=GangSize(pods=3, source="LeaderWorkerSet group serve-0: 4, less 1 without GPUs"),
+        view=view(RACK_A), ranks=ranks, room=lambda: ChannelRoom(free=EIGHT),
+    )  # fmt: skip
+    assert plan.record is not None
+    ranked = {p.name: p.rank for m in plan.record.slices[0].members for p in m.pods}
+    assert ranked == {"serve-0-1": 0, "serve-0-2": 1, "serve-0-3": 2}
+    assert seats(plan.record) == [(0, "a-n00", 4, ("serve-0",))]
