@@ -370,23 +370,27 @@ def test_a_pod_whose_slice_moved_to_another_clique_is_evicted_and_listed() -> No
 # -- gang units ----------------------------------------------------------------------------------
 
 
-def test_each_gang_unit_seats_its_own_pods_without_gpus_on_its_own_channel() -> None:
-    cd = domain(gang=2, unit_label="team")
-    pods = [pod(f"w-{team}", labels={"team": team}) for team in "ab"] + [
-        bare(f"h-{team}", labels={"team": team}) for team in "ab"
-    ]
+def in_units(pods: Sequence[Pod], *, size: int) -> Plan:
+    """The plan of a domain whose units are the values of the pods' label ``team``, each of
+    ``size`` pods (spec.gang.size)."""
     units = split_units(pods, unit_label="team")
     asks = unit_asks(
-        units, recorded={}, explicit=2, unit_label="team", namespace="default",
+        units, recorded={}, explicit=size, unit_label="team", namespace="default",
         template="train-rct", workload=lambda *_: None, jobset_jobs=lambda *_: (),
         ranks_of=lambda found: {},
     )  # fmt: skip
-    result = plan_units(
-        key="default/train", domain=cd, placement=None, units=asks,
-        view=view(RACK_A + RACK_B), gpus_of=lambda p: p.gpus("nvidia.com/gpu"),
+    return plan_units(
+        key="default/train", domain=domain(gang=size, unit_label="team"), placement=None,
+        units=asks, view=view(RACK_A + RACK_B), gpus_of=lambda p: p.gpus("nvidia.com/gpu"),
         room=lambda: ChannelRoom(free=EIGHT),
     )  # fmt: skip
-    spec = result.record
+
+
+def test_each_gang_unit_seats_its_own_pods_without_gpus_on_its_own_channel() -> None:
+    pods = [pod(f"w-{team}", labels={"team": team}) for team in "ab"] + [
+        bare(f"h-{team}", labels={"team": team}) for team in "ab"
+    ]
+    spec = in_units(pods, size=2).record
     assert spec is not None and spec.channel_only == 2
     by_unit = {piece.unit: piece for piece in spec.slices}
     # One pod with GPUs per unit (spec.gang.size 2 less the unit's pod without GPUs).
@@ -397,21 +401,9 @@ def test_each_gang_unit_seats_its_own_pods_without_gpus_on_its_own_channel() -> 
 
 
 def test_a_unit_of_pods_without_gpus_beside_units_with_gpus_keeps_their_gpu_slots() -> None:
-    cd = domain(gang=1, unit_label="team")
     # Unit "a" is one pod without GPUs (sorted first), unit "b" one pod of 4 GPUs.
     pods = [bare("h-a", labels={"team": "a"}), pod("w-b", labels={"team": "b"})]
-    units = split_units(pods, unit_label="team")
-    asks = unit_asks(
-        units, recorded={}, explicit=1, unit_label="team", namespace="default",
-        template="train-rct", workload=lambda *_: None, jobset_jobs=lambda *_: (),
-        ranks_of=lambda found: {},
-    )  # fmt: skip
-    result = plan_units(
-        key="default/train", domain=cd, placement=None, units=asks,
-        view=view(RACK_A + RACK_B), gpus_of=lambda p: p.gpus("nvidia.com/gpu"),
-        room=lambda: ChannelRoom(free=EIGHT),
-    )  # fmt: skip
-    spec = result.record
+    spec = in_units(pods, size=1).record
     assert spec is not None and spec.gpus_per_pod == 4 and spec.reserved_pods == 1
     by_unit = {piece.unit: piece for piece in spec.slices}
     assert [ref.name for m in by_unit["a"].members for ref in m.channel_only_pods] == ["h-a"]
