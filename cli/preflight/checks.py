@@ -54,8 +54,11 @@ PROGRAMS_MISSING = "ImexProgramsMissing"
 NO_CLIQUE = "NoClique"
 GFD_LABEL = "nvidia.com/gfd.timestamp"
 """GPU Feature Discovery's own label (on unless it runs with ``--no-timestamp``)."""
-CERTIFICATE_WARNING = timedelta(days=30)
-"""A serving certificate closer than this to its end is a warning (the renewal is late)."""
+NFD_LABELS_ANNOTATION = "nfd.node.kubernetes.io/feature-labels"
+"""Node Feature Discovery's list of the labels it manages on a node (GFD's among them)."""
+CERTIFICATE_WARNING = timedelta(days=29)
+"""A serving certificate closer than this to its end is a warning: the daily renewal (the
+CronJob ``cdo-bootstrap``, or cert-manager) renews it 30 days before, so it is late."""
 SHOWN_NODES = 5
 
 
@@ -238,9 +241,17 @@ def cliques(facts: Facts) -> Check:
     )
 
 
+def writes_clique_label_through_gfd(node: NodeFacts) -> bool:
+    """Whether GPU Feature Discovery labels the node's clique: Node Feature Discovery, which
+    publishes GFD's labels, lists the labels it manages in an annotation; GFD's own timestamp
+    label says GFD runs there (unless it runs with ``--no-timestamp``)."""
+    managed = node.annotations.get(NFD_LABELS_ANNOTATION, "").split(",")
+    return CLIQUE_LABEL in managed or GFD_LABEL in node.labels
+
+
 def clique_label(facts: Facts) -> Check:
     check = _check("nodes", "clique-label")
-    gfd = [node.name for node in facts.nodes if GFD_LABEL in node.labels]
+    gfd = [node.name for node in facts.nodes if writes_clique_label_through_gfd(node)]
     # cdo's health monitor sets nvidia.com/gpu.clique and cdo.dev/nvlink-domain together and
     # removes them together: on a node it reports on, the first without the second is not its.
     foreign = [
@@ -250,28 +261,23 @@ def clique_label(facts: Facts) -> Check:
         and CLIQUE_LABEL in node.labels
         and NVLINK_DOMAIN_LABEL not in node.labels
     ]
-    advice = (
-        "cdo's health monitor owns the label; run GPU Feature Discovery only where cdo does "
-        "not run, or turn it off (GPU Operator: gfd.enabled=false) and label the GPU nodes "
-        "nvidia.com/gpu.present=true yourself (docs/deploy.md)"
-    )
     if foreign:
         return check(
             "warn",
-            f"{_count(len(foreign))} carry {CLIQUE_LABEL} that cdo's health monitor took away "
-            f"(another writer put it back): {_names(foreign)}",
-            advice,
+            f"{_count(len(foreign))} carry {CLIQUE_LABEL} though cdo's health monitor took it "
+            f"away (a fabric fault), put back by another writer: {_names(foreign)}",
+            "nothing while the fabric recovers: the monitor removes the label at each write and "
+            "its fault taint keeps new work off; see the node's cdo.dev/GpuHealthy condition "
+            "(docs/install.md, GPU Operator components)",
         )
     if gfd:
         return check(
-            "warn",
-            f"GPU Feature Discovery also labels {_count(len(gfd))} ({GFD_LABEL}) and writes "
-            f"{CLIQUE_LABEL} too: the same value while the fabric is healthy, but it puts the "
-            "label back on a node cdo took out of its clique after a fabric fault (within its "
-            "60 s sleep interval)",
-            advice,
+            "ok",
+            f"GPU Feature Discovery writes {CLIQUE_LABEL} too, on {_count(len(gfd))}: the same "
+            "value as cdo's health monitor on a healthy node; on a node in fabric trouble it "
+            "puts back what the monitor removed, and the monitor removes it again",
         )
-    return check("ok", f"no GPU Feature Discovery labels: only cdo writes {CLIQUE_LABEL}")
+    return check("ok", f"only cdo's health monitor writes {CLIQUE_LABEL}")
 
 
 # -- cdo ------------------------------------------------------------------------------------------
@@ -348,7 +354,10 @@ def webhook_certificate(facts: Facts, now: datetime) -> Check:
     left = hook.certificate_expires - now
     when = hook.certificate_expires.strftime("%Y-%m-%d %H:%M UTC")
     where = f"({hook.certificate_source})"
-    renew = "renew it: re-run the certificate job, or check cert-manager (docs/deploy.md)"
+    renew = (
+        f"the renewal is late: kubectl -n {facts.namespace} get cronjob cdo-bootstrap and its "
+        "last job's log, or cert-manager's Certificate (docs/deploy.md)"
+    )
     if left <= timedelta(0):
         return check("fail", f"the webhook's serving certificate expired on {when} {where}", renew)
     days = left.days
@@ -414,8 +423,9 @@ def imex_programs(facts: Facts) -> Check:
         facts,
         "imex-programs",
         PROGRAMS_MISSING,
-        "install the driver's nvidia-imex package on them; the NVIDIA container runtime puts "
-        "the programs into the agent's containers",
+        "install the driver's nvidia-imex package on them, with NVIDIA Container Toolkit "
+        "1.17.5 or newer in cdi (or jit-cdi) mode, which puts the programs into the agent's "
+        "containers (docs/install.md)",
         "nvidia-imex or nvidia-imex-ctl is missing",
         "every node's agent finds nvidia-imex and nvidia-imex-ctl",
     )

@@ -34,6 +34,7 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True):
 class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
     gpus: int = 0
     """Allocatable ``nvidia.com/gpu`` (NVIDIA's device plugin)."""
     conditions: dict[str, Condition] = msgspec.field(default_factory=dict)

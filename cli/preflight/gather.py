@@ -84,6 +84,7 @@ HANDSHAKE_TIMEOUT_S = 5.0
 class _Meta(msgspec.Struct, frozen=True):
     name: str = ""
     labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class _Condition(msgspec.Struct, frozen=True):
@@ -154,6 +155,7 @@ def node_facts(raw: bytes) -> list[NodeFacts]:
             NodeFacts(
                 name=node.metadata.name,
                 labels=node.metadata.labels,
+                annotations=node.metadata.annotations,
                 gpus=gpus,
                 conditions={
                     c.type: Condition(status=c.status, reason=c.reason, message=c.message)

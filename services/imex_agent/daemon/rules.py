@@ -201,8 +201,8 @@ def programs_detail(missing: Sequence[str]) -> str:
     """Why no daemon is started while the IMEX programs cannot be found (pure)."""
     return (
         f"{', '.join(missing)} not found in the agent's container: the NVIDIA container runtime "
-        "puts the node's IMEX programs there (runtimeClassName nvidia); install the driver's "
-        "nvidia-imex package on the node"
+        "puts the node's IMEX programs there (runtimeClassName nvidia, NVIDIA Container Toolkit "
+        "1.17.5 or newer in cdi mode); install the driver's nvidia-imex package on the node"
     )
 
 

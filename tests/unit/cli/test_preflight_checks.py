@@ -160,18 +160,22 @@ def test_gpus_from_the_device_plugin_or_the_dra_driver_or_none() -> None:
     assert "8 GPUs on 2 nodes from NVIDIA's device plugin" in preflight.gpus(installed()).message
 
 
-def test_gpu_feature_discovery_writing_the_clique_label_warns() -> None:
-    gfd = msgspec.structs.replace(
-        node("a1"), labels={**node("a1").labels, "nvidia.com/gfd.timestamp": "1700000000"}
+def test_gpu_feature_discovery_writing_the_clique_label_is_told() -> None:
+    managed = {
+        "nfd.node.kubernetes.io/feature-labels": "nvidia.com/gpu.present,nvidia.com/gpu.clique"
+    }
+    through_nfd = msgspec.structs.replace(node("a1"), annotations=managed)
+    timestamp = msgspec.structs.replace(
+        node("a2"), labels={**node("a2").labels, "nvidia.com/gfd.timestamp": "1700000000"}
     )
-    check = preflight.clique_label(installed(nodes=[gfd, node("a2")]))
-    assert check.status == "warn" and "GPU Feature Discovery also labels 1 node" in check.message
-    assert "gfd.enabled=false" in check.hint
+    check = preflight.clique_label(installed(nodes=[through_nfd, timestamp, node("a3")]))
+    assert check.status == "ok" and "GPU Feature Discovery writes" in check.message
+    assert "on 2 nodes" in check.message
+    assert "only cdo" in preflight.clique_label(installed()).message
     # The monitor took its labels away (a fabric fault), someone put the clique label back.
     back = msgspec.structs.replace(node("a2"), labels={"nvidia.com/gpu.clique": CLIQUE})
     check = preflight.clique_label(installed(nodes=[node("a1"), back]))
-    assert check.status == "warn" and "that cdo's health monitor took away" in check.message
-    assert "a2" in check.message
+    assert check.status == "warn" and "put back by another writer: a2" in check.message
 
 
 def test_no_clique_label_warns_before_and_after_install() -> None:
