@@ -163,6 +163,14 @@ async def test_home_kubeconfig_alone_is_found_as_kubectl_finds_it(clusters: Clus
     assert await kubectl(env, "config", "current-context") == "ctx-shared"
     assert await kubectl_namespaces(env) == {"team-b"}
     assert await cdo_cliques(env) == {CLIQUE_B}
+    # The case that exited 3 "no cluster to ask": cdo status with only ~/.kube/config. It still
+    # exits 3 for the NATS that does not answer, and shows the API's part.
+    status = await acdo("status", "-o", "json", "--nats-url", f"nats://127.0.0.1:{free_port()}",
+                        env={**env, "CDO_SIM_STATE_DIR": ""})  # fmt: skip
+    assert "no cluster to ask" not in status.stderr and "NATS at" in status.stderr
+    report = json.loads(status.stdout)
+    assert report["kubernetes_reachable"] is True
+    assert [row["clique"] for row in report["nodes"]] == [CLIQUE_B]
 
 
 async def test_a_kubeconfig_list_merges_as_kubectl_merges_it(clusters: Clusters) -> None:
