@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from shared.kube.resources import NAMESPACES
 from sim.kubeapi import ApiServer, ServerThread
 from sim.natsserver import free_port
 from tests.integration.cli.conftest import dead_kubeconfig
+from tests.integration.runtime.test_service_lifecycle import http_get
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for_sync
 
@@ -66,11 +65,7 @@ def environment(tmp_path: Path, service_env: dict[str, str], **extra: str) -> di
 
 
 def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, ConnectionError):
-        return False
+    return http_get(port, "/readyz")[0] == 200
 
 
 @pytest.mark.parametrize("module", DRA_SERVICES)
@@ -122,16 +117,6 @@ def test_a_service_finds_its_cluster_in_kubeconfig_and_in_home(
     becomes_ready(environment(tmp_path, service_env), tmp_path, "home")
 
 
-def readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except (urllib.error.URLError, ConnectionError):
-        return 0, ""
-
-
 def test_a_server_that_does_not_answer_yet_is_waited_for_unready(
     tmp_path: Path, service_env: dict[str, str]
 ) -> None:
@@ -142,7 +127,9 @@ def test_a_server_that_does_not_answer_yet_is_waited_for_unready(
     service = ProgramProcess("services.domain_controller", env=env, workdir=tmp_path).start()
     try:
         status, _body = wait_for_sync(
-            lambda: (lambda r: r if "dra served" in r[1] else None)(readyz(probe_port)),
+            lambda: (lambda r: r if "dra served" in r[1] else None)(
+                http_get(probe_port, "/readyz")
+            ),
             timeout=60,
             what="unready while discovery does not answer",
         )
