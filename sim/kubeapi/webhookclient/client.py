@@ -3,14 +3,17 @@
 A webhook's ``clientConfig`` names either a ``url`` or a ``service`` (namespace, name, port,
 path); only its ``caBundle`` is trusted. A service is reached at the address
 ``ServerConfig.webhook_service_hosts`` gives for ``"<namespace>/<name>"``, and its certificate
-must name ``<name>.<namespace>.svc``, as kube-apiserver checks it; without an entry the call
-goes to ``https://<name>.<namespace>.svc:<port><path>``, which does not resolve here, as on a
-cluster where the Service does not exist.
+must name ``<name>.<namespace>.svc``, as kube-apiserver checks it; without an entry the
+Service does not exist, and the call fails as kube-apiserver's service resolver fails it
+(``service "<name>" not found``). Other failures read as Go's HTTP client words them:
+``dial tcp <address>: connect: connection refused``, ``tls: failed to verify certificate:
+x509: certificate signed by unknown authority``, ``context deadline exceeded``.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +32,8 @@ class Endpoint:
     url: str
     shown: str
     server_name: str | None
+    missing_service: str = ""
+    """The name of a referenced Service that does not exist (no address for it)."""
 
 
 class CallFailedError(Exception):
@@ -80,13 +85,15 @@ class WebhookClient:
         shown = f"https://{host}:{port}{path}{suffix}"
         address = self.service_hosts.get(f"{ns}/{name}")
         if address is None:
-            return Endpoint(url=shown, shown=shown, server_name=host)
+            return Endpoint(url=shown, shown=shown, server_name=host, missing_service=name)
         return Endpoint(url=f"https://{address}{path}{suffix}", shown=shown, server_name=host)
 
     async def post(
         self, client: dict[str, Any], endpoint: Endpoint, body: Any, *, timeout_s: float
     ) -> Any:
         """POST ``body`` as JSON and return the decoded JSON answer; CallFailedError else."""
+        if endpoint.missing_service:
+            raise CallFailedError(endpoint.shown, f'service "{endpoint.missing_service}" not found')
         if self._session is None:
             self._session = aiohttp.ClientSession()
         try:
@@ -105,4 +112,16 @@ class WebhookClient:
         except TimeoutError:
             raise CallFailedError(endpoint.shown, "context deadline exceeded") from None
         except (aiohttp.ClientError, ValueError, OSError) as exc:
-            raise CallFailedError(endpoint.shown, str(exc)) from None
+            raise CallFailedError(endpoint.shown, _reason(exc, endpoint.url)) from None
+
+
+def _reason(exc: Exception, url: str) -> str:
+    """The failure as Go's HTTP client states it, where it has a fixed form."""
+    address = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"dial tcp: lookup {address.rsplit(':', 1)[0]}: no such host"
+    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
+        return f"dial tcp {address}: connect: connection refused"
+    return str(exc)

@@ -404,8 +404,9 @@ async def test_a_webhook_that_is_down_fails_reads_and_writes_in_the_other_versio
     status, body, _ = await http.get(f"{V1}/g1")
     assert status == 500, body
     assert "reason" not in body
-    assert body["message"].startswith(
+    assert body["message"] == (
         f'conversion webhook for example.com/v2, Kind=Gizmo failed: Post "{url}": '
+        "dial tcp 127.0.0.1:1: connect: connection refused"
     )
     status, body, _ = await http.get(V1)
     assert status == 500 and body["message"].startswith("conversion webhook for example.com/v2")
@@ -430,6 +431,18 @@ async def test_a_webhook_that_is_down_fails_reads_and_writes_in_the_other_versio
     assert events[0]["object"]["code"] == 500
     assert events[0]["object"]["message"].startswith(
         "Internal error occurred: conversion webhook for example.com/v2, Kind=Gizmo failed"
+    )
+
+
+async def test_a_service_that_does_not_exist_is_named(http: Http, converter: Converter) -> None:
+    crd = gizmo_crd(converter.ca_bundle)
+    crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["name"] = "nowhere"
+    await _install(http, crd)
+    status, body, _ = await http.post(V1, _v1("g1", 1))
+    assert status == 500, body
+    assert body["message"] == (
+        "Internal error occurred: conversion webhook for example.com/v1, Kind=Gizmo failed: "
+        'Post "https://nowhere.default.svc:443/convert?timeout=30s": service "nowhere" not found'
     )
 
 
