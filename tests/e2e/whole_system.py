@@ -131,18 +131,15 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 # -- workloads ---------------------------------------------------------------------------------
 
 
-def domain_object(
-    name: str, *, num_nodes: int | None = None, gang: Mapping[str, int] | None = None
-) -> dict[str, Any]:
-    """A ComputeDomain whose claim template is ``<name>-rct``; ``gang`` is cdo's spec.gang."""
+def domain_object(name: str, *, gang: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """A ComputeDomain (the stored version, v1beta2) whose claim template is ``<name>-rct``;
+    ``gang`` is cdo's spec.gang."""
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
-    if num_nodes is not None:
-        spec["numNodes"] = num_nodes
     if gang:
         spec["gang"] = dict(gang)
     return {
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "ComputeDomain",
+        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "kind": COMPUTE_DOMAINS.kind,
         "metadata": {"name": name},
         "spec": spec,
     }

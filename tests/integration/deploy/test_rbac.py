@@ -17,6 +17,7 @@ from tests.integration.deploy.conftest import NAMESPACE, OVERLAYS, Manifest
 CORE, APPS, BATCH, DRA = "", "apps", "batch", "resource.k8s.io"
 CD, CDO, LEASES = "resource.nvidia.com", "cdo.dev", "coordination.k8s.io"
 WEBHOOKS = "admissionregistration.k8s.io"
+CRDS = "apiextensions.k8s.io"
 AUTHN = "authentication.k8s.io"
 
 
@@ -74,6 +75,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
     "cdo-bootstrap": grants(
         (CORE, "secrets", "get create patch"),
         (WEBHOOKS, "mutatingwebhookconfigurations", "get patch"),
+        (CRDS, "customresourcedefinitions", "get patch"),
     ),
     # components/nats-auth-callout (prod): who a NATS client's token is, nothing else.
     "cdo-nats-auth": grants((AUTHN, "tokenreviews", "create")),
@@ -180,7 +182,12 @@ def test_leases_and_secrets_are_limited_by_name(overlays: dict[str, list[Manifes
             resources = rule["resources"]
             verbs = rule["verbs"]
             assert isinstance(resources, list) and isinstance(verbs, list)
-            sensitive = {"leases", "secrets", "mutatingwebhookconfigurations"} & set(resources)
+            sensitive = {
+                "leases",
+                "secrets",
+                "mutatingwebhookconfigurations",
+                "customresourcedefinitions",
+            } & set(resources)
             if sensitive and set(verbs) & {"get", "update", "patch"}:
                 names = rule.get("resourceNames")
                 assert isinstance(names, list) and names, (account, rule)

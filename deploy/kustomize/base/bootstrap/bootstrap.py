@@ -6,8 +6,10 @@ has expired; every step is idempotent and keeps what is still good:
 1. ``cdo-nats-users``: one random password per NATS user (keys are added, never changed);
 2. ``cdo-ca``: a private CA (ECDSA P-256, 10 years) that signs the certificates below;
 3. ``cdo-clique-allocator-webhook-tls``: the allocator's serving certificate for
-   ``cdo-clique-allocator.<namespace>.svc``, and the CA written into the caBundle of the
-   MutatingWebhookConfiguration ``cdo-clique-allocator``;
+   ``cdo-clique-allocator.<namespace>.svc`` (its pod webhook and its ComputeDomain conversion
+   webhook), and the CA written into both caBundles that trust it, the same way: every webhook
+   of the MutatingWebhookConfiguration ``cdo-clique-allocator`` and the conversion webhook of
+   the CRD ``computedomains.resource.nvidia.com``;
 4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
    servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
    (the one identity every IMEX daemon presents to its peers, checked against the name
@@ -63,12 +65,20 @@ MUTATING_WEBHOOKS = Resource(
     kind="MutatingWebhookConfiguration",
     namespaced=False,
 )
+CRDS = Resource(
+    group="apiextensions.k8s.io",
+    version="v1",
+    plural="customresourcedefinitions",
+    kind="CustomResourceDefinition",
+    namespaced=False,
+)
 
 NATS_USERS_SECRET = "cdo-nats-users"
 CA_SECRET = "cdo-ca"
 WEBHOOK_SECRET = "cdo-clique-allocator-webhook-tls"
 WEBHOOK_SERVICE = "cdo-clique-allocator"
 WEBHOOK_CONFIGURATION = "cdo-clique-allocator"
+CONVERSION_CRD = "computedomains.resource.nvidia.com"
 NATS_TLS_SECRET = "cdo-nats-tls"
 NATS_SERVICE = "cdo-nats"
 NATS_HEADLESS_SERVICE = "cdo-nats-headless"
@@ -105,19 +115,6 @@ class BootstrapSettings(Settings, frozen=True, kw_only=True):
 
 class _Secret(msgspec.Struct, kw_only=True):
     data: dict[str, str] = {}
-
-
-class _ClientConfig(msgspec.Struct, kw_only=True, rename="camel"):
-    ca_bundle: str = ""
-
-
-class _Webhook(msgspec.Struct, kw_only=True, rename="camel"):
-    name: str
-    client_config: _ClientConfig = msgspec.field(default_factory=_ClientConfig)
-
-
-class _WebhookConfiguration(msgspec.Struct, kw_only=True):
-    webhooks: list[_Webhook] = []
 
 
 # -- certificates (pure) ---------------------------------------------------------------------
@@ -271,6 +268,47 @@ def issuer_still_good(data: Mapping[str, bytes]) -> bool:
 # -- the API side ----------------------------------------------------------------------------
 
 
+def ca_bundle_patch(obj: Mapping[str, Any], bundle: str) -> list[dict[str, Any]]:
+    """A JSON patch writing ``bundle`` into each webhook clientConfig of ``obj`` that lacks it:
+    every webhook of a webhook configuration, the conversion webhook of a CRD. Each addition
+    is guarded by a ``test`` of what identifies its place, so a concurrent change fails the
+    patch instead of landing elsewhere."""
+    places: list[tuple[str, str, Any, Mapping[str, Any]]] = []
+    for index, webhook in enumerate(obj.get("webhooks") or ()):
+        places.append(
+            (
+                f"/webhooks/{index}/clientConfig",
+                f"/webhooks/{index}/name",
+                webhook.get("name"),
+                webhook.get("clientConfig") or {},
+            )
+        )
+    conversion = (obj.get("spec") or {}).get("conversion") or {}
+    if conversion.get("strategy") == "Webhook":
+        places.append(
+            (
+                "/spec/conversion/webhook/clientConfig",
+                "/spec/conversion/strategy",
+                "Webhook",
+                (conversion.get("webhook") or {}).get("clientConfig") or {},
+            )
+        )
+    patch: list[dict[str, Any]] = []
+    for path, guard, value, client in places:
+        if client.get("caBundle") == bundle:
+            continue
+        patch.append({"op": "test", "path": guard, "value": value})
+        patch.append({"op": "add", "path": f"{path}/caBundle", "value": bundle})
+    return patch
+
+
+def _bundle_patch(raw: bytes | None, what: str, bundle: str) -> list[dict[str, Any]]:
+    if raw is None:
+        raise ConfigError(f"{what} not found")
+    found: dict[str, Any] = msgspec.json.decode(raw)
+    return ca_bundle_patch(found, bundle)
+
+
 def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
@@ -370,21 +408,12 @@ class Bootstrap:
             exists=current is not None,
         )
 
-    async def ca_bundle(self, ca: KeyPair) -> None:
-        """Write the CA into every webhook of the allocator's configuration that lacks it."""
-        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, WEBHOOK_CONFIGURATION)
-        if raw is None:
-            raise ConfigError(f"MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION} not found")
-        configuration = msgspec.json.decode(raw, type=_WebhookConfiguration)
+    async def ca_bundles(self, ca: KeyPair) -> None:
+        """Write the CA into every clientConfig that trusts the allocator and lacks it: the
+        pod webhook's configuration and the ComputeDomain CRD's conversion webhook."""
         bundle = _b64(ca.cert)
-        patch: list[dict[str, Any]] = []
-        for index, webhook in enumerate(configuration.webhooks):
-            if webhook.client_config.ca_bundle == bundle:
-                continue
-            patch.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
-            patch.append(
-                {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle}
-            )
+        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, WEBHOOK_CONFIGURATION)
+        patch = _bundle_patch(raw, f"{MUTATING_WEBHOOKS.kind} {WEBHOOK_CONFIGURATION}", bundle)
         if patch:
             await self._client.patch(
                 MUTATING_WEBHOOKS,
@@ -394,6 +423,13 @@ class Bootstrap:
                 field_manager=MANAGER,
             )
             log.info("caBundle of %s written", WEBHOOK_CONFIGURATION)
+        raw = await self._client.get_or_none(CRDS, CONVERSION_CRD)
+        patch = _bundle_patch(raw, f"{CRDS.kind} {CONVERSION_CRD}", bundle)
+        if patch:
+            await self._client.patch(
+                CRDS, CONVERSION_CRD, patch, patch_type="json", field_manager=MANAGER
+            )
+            log.info("caBundle of %s written", CONVERSION_CRD)
 
     async def run(self, now: dt.datetime | None = None) -> None:
         now = now or dt.datetime.now(dt.UTC)
@@ -406,7 +442,7 @@ class Bootstrap:
         await self.leaf(
             WEBHOOK_SECRET, ca=ca, names=webhook_names(self._namespace), client=False, now=now
         )
-        await self.ca_bundle(ca)
+        await self.ca_bundles(ca)
         if self._settings.tls_certs:
             await self.leaf(
                 NATS_TLS_SECRET, ca=ca, names=nats_names(self._namespace), client=True, now=now
