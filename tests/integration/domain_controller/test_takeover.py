@@ -27,6 +27,11 @@ from .cluster import NAMESPACE, Cluster
 from .conftest import ControllerFactory
 
 NVIDIA_FINALIZER = "resource.nvidia.com/computeDomain"
+ONLY_NVIDIA: list[dict[str, Any]] = [
+    {"op": "test", "path": "/metadata/finalizers", "value": [NVIDIA_FINALIZER]},
+    {"op": "remove", "path": "/metadata/finalizers"},
+]
+"""docs/migrating.md's patch: NVIDIA's finalizer removed when it is the only one."""
 NVIDIA_WEBHOOK = {
     "namespace": "nvidia-dra-driver-gpu",
     "name": "nvidia-dra-driver-gpu-webhook",
@@ -178,6 +183,18 @@ async def test_domains_nvidia_stored_are_read_and_reconciled_by_cdo(
     assert caught.value.code == 500
     assert 'service "nvidia-dra-driver-gpu-webhook" not found' in caught.value.message
     await kube_client.get(COMPUTE_DOMAINS, "train", namespace=NAMESPACE)
+    # docs/migrating.md, step 3: NVIDIA's finalizer removed, and only when it is the only one.
+    for name in ("train", "infer"):
+        raw = await kube_client.patch(
+            COMPUTE_DOMAINS, name, ONLY_NVIDIA, namespace=NAMESPACE, patch_type="json"
+        )
+        assert "finalizers" not in msgspec.json.decode(raw)["metadata"]
+    train = msgspec.json.decode(
+        await kube_client.get(COMPUTE_DOMAINS, "train", namespace=NAMESPACE)
+    )
+    infer = msgspec.json.decode(
+        await kube_client.get(COMPUTE_DOMAINS, "infer", namespace=NAMESPACE)
+    )
 
     async with conversion_webhook() as webhook:
         await install_crds(kube_client, webhook.crds())
@@ -208,7 +225,7 @@ async def test_domains_nvidia_stored_are_read_and_reconciled_by_cdo(
 
         for name in ("train", "infer"):
             taken = await wait_for(partial(reconciled, name), what=f"{name} reconciled")
-            assert NVIDIA_FINALIZER in taken.metadata.finalizers  # not cdo's to remove
+            assert taken.metadata.finalizers == (DOMAIN_FINALIZER,)
             placed = taken.status.condition("Placed")
             assert placed is not None and placed.reason == "WaitingForPlacement"
             await wait_for(partial(cluster.template, f"{name}-rct"), what=f"{name}'s template")
@@ -222,21 +239,11 @@ async def test_domains_nvidia_stored_are_read_and_reconciled_by_cdo(
         assert old["spec"]["numNodes"] == 4
         assert old["spec"]["channel"]["allocationMode"] == "Single"
 
-        # docs/migrating.md: NVIDIA's finalizer, left behind, is removed by hand; then a
-        # delete goes through cdo's finalizer alone.
-        await kube_client.patch(
-            COMPUTE_DOMAINS,
-            "infer",
-            [
-                {"op": "test", "path": "/metadata/finalizers/0", "value": NVIDIA_FINALIZER},
-                {"op": "remove", "path": "/metadata/finalizers/0"},
-            ],
-            namespace=NAMESPACE,
-            patch_type="json",
-        )
+        # A taken domain is deleted through cdo's finalizer alone.
         await cluster.delete_domain("infer")
 
         async def gone() -> bool:
             return await cluster.domain("infer") is None
 
-        await wait_for(gone, what="infer deleted through cdo's finalizer")
+        await wait_for(gone, what="infer deleted")
+        assert await cluster.template("infer-rct") is None
