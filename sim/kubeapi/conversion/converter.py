@@ -55,14 +55,7 @@ class Converter:
 
     async def served(self, rt: ResourceType, stored: Obj) -> Obj:
         """``stored`` (an object as the store holds it, in any version) in ``rt``'s version."""
-        if not self.needs_webhook(rt, str(stored.get("apiVersion") or rt.api_version)):
-            return rt.from_storage(stored)
-        assert rt.webhook is not None
-        out = await self._call(rt.webhook, stored, rt.api_version, read_failure)
-        if rt.schema is not None:
-            rt.schema.prune(out)
-        rt.strategy.default(out)
-        return out
+        return await self._into(rt, stored, read_failure)
 
     async def stored(self, rt: ResourceType, obj: Obj) -> Obj:
         """``obj`` (in ``rt``'s version) in the storage version, as it is written."""
@@ -75,13 +68,17 @@ class Converter:
         return out
 
     async def converted(self, obj: Obj, target: ResourceType) -> Obj:
-        """``obj`` (in another served version of ``target``'s resource, whose CRD converts
-        through a webhook) in ``target``'s version, as admission shows it to a webhook or a
-        policy that matched that version."""
-        if not self.needs_webhook(target, str(obj.get("apiVersion") or "")):
+        """``obj`` (in another served version of ``target``'s resource) in ``target``'s
+        version, as admission shows it to a webhook or a policy that matched that version."""
+        return await self._into(target, obj, write_failure)
+
+    async def _into(self, target: ResourceType, obj: Obj, failure: Failure) -> Obj:
+        """``obj`` in ``target``'s version: in process, or through the webhook, then pruned to
+        and defaulted by that version's schema."""
+        if not self.needs_webhook(target, str(obj.get("apiVersion") or target.api_version)):
             return target.from_storage(obj)
         assert target.webhook is not None
-        out = await self._call(target.webhook, obj, target.api_version, write_failure)
+        out = await self._call(target.webhook, obj, target.api_version, failure)
         if target.schema is not None:
             target.schema.prune(out)
         target.strategy.default(out)

@@ -49,6 +49,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from msgspec import Meta
 
+from shared.crds.install import CRDS
 from shared.errors import ConfigError
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -63,13 +64,6 @@ MUTATING_WEBHOOKS = Resource(
     version="v1",
     plural="mutatingwebhookconfigurations",
     kind="MutatingWebhookConfiguration",
-    namespaced=False,
-)
-CRDS = Resource(
-    group="apiextensions.k8s.io",
-    version="v1",
-    plural="customresourcedefinitions",
-    kind="CustomResourceDefinition",
     namespaced=False,
 )
 
