@@ -26,8 +26,6 @@ from typing import Any
 
 import yaml
 
-from shared.kube.resources import COMPUTE_DOMAINS
-
 Manifest = dict[str, Any]
 
 SEED_DOMAIN = "training-domain-1"
@@ -82,8 +80,8 @@ def compute_domain(
     if failover_grace_s is not None:
         spec["failover"] = {"graceSeconds": failover_grace_s}
     return {
-        "apiVersion": COMPUTE_DOMAINS.api_version,
-        "kind": COMPUTE_DOMAINS.kind,
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
