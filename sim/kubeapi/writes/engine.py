@@ -459,7 +459,8 @@ class Engine:
         incoming = self.working_form(rt, new_version_form)
         incoming_meta = meta.meta(incoming)
         if subresource in ("status", "finalize"):
-            new = codec.copy(old)
+            # A built-in kind's stored bytes decode into a fresh copy faster than a deep copy.
+            new = codec.copy(old) if rt.custom else cur.obj()
             if subresource == "status":
                 if "status" in incoming:
                     new["status"] = incoming["status"]
