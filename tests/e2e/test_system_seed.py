@@ -86,6 +86,14 @@ async def test_the_seed_applied_unchanged_is_ready_in_one_clique(system: WholeSy
 
     capacity = await system.capacity()
     assert capacity[clique]["gpus_free"] == 0 and capacity[clique]["domains"] == 1
+    # The seed was written as v1beta1 and is stored as v1beta2; both read back through the
+    # allocator's conversion webhook, with the same status.
+    for version in ("v1beta1", "v1beta2"):
+        out = await system.kubectl(
+            "get", f"computedomains.{version}.resource.nvidia.com", DOMAIN, "-n", "seed",
+            "-o", "jsonpath={.apiVersion} {.status.status} {.status.channel}",
+        )  # fmt: skip
+        assert out == f"resource.nvidia.com/{version} Ready {status.channel}"
     await system.clean_up("seed")
 
 

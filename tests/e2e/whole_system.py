@@ -55,6 +55,7 @@ from shared.crds.names import (
     GPU_DRA_DRIVER,
     GPU_FAULT_TAINT,
     HOSTNAME_LABEL,
+    NUM_NODES_ANNOTATION,
     PLACEMENT_GATE,
 )
 from shared.events.base import Event
@@ -134,16 +135,19 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 def domain_object(
     name: str, *, num_nodes: int | None = None, gang: Mapping[str, int] | None = None
 ) -> dict[str, Any]:
-    """A ComputeDomain whose claim template is ``<name>-rct``; ``gang`` is cdo's spec.gang."""
+    """A ComputeDomain (the stored version, v1beta2) whose claim template is ``<name>-rct``;
+    ``num_nodes`` is v1beta1's spec.numNodes, kept in v1beta2 as NVIDIA keeps it (an
+    annotation); ``gang`` is cdo's spec.gang."""
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
-    if num_nodes is not None:
-        spec["numNodes"] = num_nodes
     if gang:
         spec["gang"] = dict(gang)
+    metadata: dict[str, Any] = {"name": name}
+    if num_nodes is not None:
+        metadata["annotations"] = {NUM_NODES_ANNOTATION: str(num_nodes)}
     return {
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "ComputeDomain",
-        "metadata": {"name": name},
+        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "kind": COMPUTE_DOMAINS.kind,
+        "metadata": metadata,
         "spec": spec,
     }
 

@@ -107,7 +107,7 @@ async def serve(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
             await runner.cleanup()
-            await api.engine.admission.close()
+            await api.engine.webhooks.close()
 
 
 class ServerThread:

@@ -34,7 +34,12 @@ from sim.kubeapi.machinery.query import (
     parse_bool,
 )
 from sim.kubeapi.reads import tables
-from sim.kubeapi.reads.listing import Representation, list_objects, render_list
+from sim.kubeapi.reads.listing import (
+    Representation,
+    list_objects,
+    render_list,
+    served_by_webhook,
+)
 from sim.kubeapi.reads.watch import WatchSettings, serve_watch
 from sim.kubeapi.storage.resources import Registry, ResourceType
 from sim.kubeapi.storage.store import Store
@@ -232,7 +237,7 @@ class ApiServer:
         if method == "GET":
             if name is None:
                 return await self._list(request, rt, namespace, rep, watch=is_watch)
-            obj = self.engine.read(rt, namespace or "", name)
+            obj = await self.engine.read(rt, namespace or "", name)
             return self._object_response(rt, obj, rep)
         opts = self._write_options(request)
         if method == "POST" and self.access.serves(info):
@@ -325,7 +330,7 @@ class ApiServer:
         if name is None:
             raise errors.path_not_found()
         if request.method == "GET":
-            return json_response(scale.read(self.engine, rt, namespace, name))
+            return json_response(await scale.read(self.engine, rt, namespace, name))
         opts = self._write_options(request)
         if request.method == "PUT":
             body = await request_body(request)
@@ -401,9 +406,16 @@ class ApiServer:
                 content_type=content_type(rep),
                 settings=self.watch_settings,
                 force_expired=self.faults.take_expired_watch(rt.plural),
+                conversion=self.engine.conversion,
             )
         body = await list_objects(
-            self.store, rt, namespace, opts, rep, too_large_wait=self.config.too_large_rv_wait_s
+            self.store,
+            rt,
+            namespace,
+            opts,
+            rep,
+            too_large_wait=self.config.too_large_rv_wait_s,
+            conversion=self.engine.conversion,
         )
         return json_response(body, content_type=content_type(rep))
 
@@ -435,7 +447,10 @@ class ApiServer:
                     continue
                 raise
             deleted.append(entry)
-        body = render_list(rt, deleted, {"resourceVersion": str(self.store.rv)}, Representation())
+        served = await served_by_webhook(self.engine.conversion, rt, deleted)
+        body = render_list(
+            rt, deleted, {"resourceVersion": str(self.store.rv)}, Representation(), served=served
+        )
         return json_response(body)
 
     # -- request parts --------------------------------------------------------------------------
