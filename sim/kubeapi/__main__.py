@@ -18,7 +18,8 @@ import msgspec
 from sim.kubeapi.config import ServerConfig, release_settings
 from sim.kubeapi.hosting.child_process import READY_PREFIX
 from sim.kubeapi.hosting.in_process import serve
-from sim.kubeapi.releases import NEWEST_RELEASE, SUPPORTED_RELEASES, ReleaseError
+from sim.kubeapi.releases import ReleaseError
+from sim.kubeapi.releases.flags import add_release_arguments
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,22 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pods bound to nodes wait for a kubelet to finish their deletion",
     )
-    parser.add_argument(
-        "--kubernetes-version",
-        default=NEWEST_RELEASE,
-        help=f"the release presented: {', '.join(SUPPORTED_RELEASES)} (default %(default)s)",
-    )
-    parser.add_argument(
-        "--feature-gates",
-        default="",
-        help="Name=true|false,... as kube-apiserver's flag (the DRA gates; docs/kubeapi.md)",
-    )
-    parser.add_argument(
-        "--runtime-config",
-        default="",
-        help="<group>/<version>[/<resource>]=true|false,... as kube-apiserver's flag "
-        "(resource.k8s.io versions), e.g. resource.k8s.io/v1beta2=true",
-    )
+    add_release_arguments(parser)
     parser.add_argument(
         "--config-json",
         help="the whole ServerConfig as JSON (overrides the options above; used by sim up)",
