@@ -235,8 +235,9 @@ class DeviceTaintEvictionController:
             return Result()
         if due > now:
             return Result(requeue_after=(due - now).total_seconds())
-        await self._evict(pod)
-        if self.rule_loop is None:
+        # A pod whose deletion the cache has not seen yet is reconciled again (its status patch
+        # is an event too): only the delete that took it counts for the rules.
+        if not await self._evict(pod) or self.rule_loop is None:
             return Result()
         for rule in self._rule_objects():
             if any(
@@ -246,7 +247,8 @@ class DeviceTaintEvictionController:
                 self.rule_loop.queue.add(key_of(rule))
         return Result()
 
-    async def _evict(self, pod: Pod) -> None:
+    async def _evict(self, pod: Pod) -> bool:
+        """Mark and delete the pod; False when it was gone already."""
         meta = pod.metadata
         condition = {
             "type": "DisruptionTarget",
@@ -264,11 +266,12 @@ class DeviceTaintEvictionController:
         except KubeApiError as exc:
             if not exc.not_found:
                 raise
-            return
+            return False
         log.info(
             "pod deleted for a device's NoExecute taint",
             extra={"pod": f"{meta.namespace}/{meta.name}"},
         )
+        return True
 
     # -- rules --------------------------------------------------------------------------------
 

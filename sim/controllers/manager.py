@@ -156,6 +156,11 @@ class ControllerManager:
         await self._synced.wait()
 
     @property
+    def loop_names(self) -> list[str]:
+        """The loops that run, by name (e.g. ``device-taint-eviction``)."""
+        return [loop.name for loop in self._loops]
+
+    @property
     def idle(self) -> bool:
         """No key waiting, held back for a retry or a timed look, or being reconciled."""
         return all(

@@ -13,7 +13,6 @@ import pytest
 from shared.kube.client import KubeClient
 from shared.kube.resources import DEVICE_TAINT_RULES
 from sim.scheduler import Scheduler
-from tests.support.releases import at_release
 from tests.integration.scheduler.cluster import (
     claim,
     create_claim,
@@ -29,6 +28,7 @@ from tests.integration.scheduler.cluster import (
     wait_bound,
     wait_unschedulable,
 )
+from tests.support.releases import at_release
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
