@@ -235,6 +235,15 @@ class Metrics:
             registry=r,
         )
 
+        # Optional APIs (shared/kube/presence.py); ``api`` is ``<plural>.<group>/<version>``.
+        self.optional_api_served = Gauge(
+            "cdo_optional_api_served",
+            "1 while the API server serves an optional API this service uses, 0 while it does "
+            "not (the service does without it, docs/install.md says how), by API.",
+            ["api"],
+            registry=r,
+        )
+
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""
         return bytes(generate_latest(self.registry))

@@ -12,7 +12,7 @@ topic              where the reason appears, and who writes it
                    ``GangSizeUndeclared``, ``InvalidRequest``, ``Placed``)
 ``allocator``      the allocator's other Events on the domain (reserved, grown, failover ...)
 ``domain``         the domain's conditions ``Ready``, ``Placed``, ``Degraded``, ``Deleting``,
-                   and the domain controller's Events
+                   ``PerGpuFaults``, and the domain controller's Events
 ``imex-node``      a node's ``cdo.dev/ImexReady`` condition (IMEX agent)
 ``imex-claim``     the IMEX agent refusing a pod's claim a channel (``refused (Reason)`` in a
                    ``FailedPrepareDynamicResources`` Event of the pod)
@@ -180,6 +180,15 @@ MEANINGS: dict[tuple[Topic, str], Meaning] = {
     ),
     (Topic.DOMAIN, "Releasing"): Meaning(
         what="deletion is releasing the claim template", then="", problem=False
+    ),
+    (Topic.DOMAIN, "DeviceTaintRules"): _ok(
+        "a fault of one DRA GPU of the domain's pods is marked on that GPU alone"
+    ),
+    (Topic.DOMAIN, "DeviceTaintRuleNotServed"): Meaning(
+        what="the cluster serves no DeviceTaintRule (before Kubernetes 1.37): a fault of one DRA "
+        "GPU of the domain's pods taints its whole node",
+        then="upgrade to Kubernetes 1.37 to keep such faults to their GPU; "
+        "`cdo preflight` lists the optional APIs",
     ),
     (Topic.DOMAIN, "Ready"): _ok("the domain became Ready"),
     (Topic.DOMAIN, "NotReady"): Meaning(what="the domain stopped being Ready"),

@@ -11,7 +11,9 @@ caches. Which domains a change of each concerns is ``routing.py``'s.
   node for pods that hold GPUs there, and by node for every bound pod that has not finished;
 - Nodes; ReplicaSets, StatefulSets and Jobs (the size of a gang);
 - GPUs through NVIDIA's GPU DRA driver (``dragpus.py``): its ResourceSlices (indexed by node),
-  ResourceClaims (indexed when they hold its devices), DeviceTaintRules.
+  ResourceClaims (indexed when they hold its devices), DeviceTaintRules (an optional API:
+  before Kubernetes 1.37 the informer stays empty, and the health monitor taints the whole node
+  for a fault of one DRA GPU instead, which the node's taints already account for).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
 from shared.crds.names import DOMAIN_LABEL, GPU_DRA_DRIVER, GPU_RESOURCE
 from shared.crds.placement import Placement
+from shared.kube.apis import DEVICE_TAINT_RULES_API
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer
 from shared.kube.informers import InformerSet
@@ -148,7 +151,9 @@ class Caches(InformerSet):
             field_selector=f"spec.driver={GPU_DRA_DRIVER}",
         )
         self.claims = self.informer(RESOURCE_CLAIMS, ResourceClaim)
-        self.taint_rules = self.informer(DEVICE_TAINT_RULES, DeviceTaintRule, namespace="")
+        self.taint_rules = self.informer(
+            DEVICE_TAINT_RULES, DeviceTaintRule, namespace="", optional=DEVICE_TAINT_RULES_API
+        )
         self.slices.add_index(
             BY_SLICE_NODE, lambda s: [s.spec.node_name] if s.spec.node_name else []
         )

@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from shared.crds.names import GPU_DEVICE_CLASS, GPU_DEVICE_TYPE, GPU_DRA_DRIVER, GPU_RESOURCE
+from shared.crds.gpuclaims import claim_spec_gpus
+from shared.crds.names import GPU_DEVICE_TYPE, GPU_DRA_DRIVER, GPU_RESOURCE
 from shared.kube.models import (
     DeviceTaint,
     DeviceTaintRule,
@@ -142,22 +143,6 @@ class PodGpus(msgspec.Struct, frozen=True, kw_only=True):
     def total(self, node_gpus: int) -> int:
         """GPUs the pod takes on a node of ``node_gpus`` GPUs."""
         return node_gpus if self.whole_node else self.device_plugin + self.dra
-
-
-def claim_spec_gpus(spec: Mapping[str, Any]) -> tuple[int, bool]:
-    """(GPUs, whole node) a claim spec (``spec.devices.requests``) asks for."""
-    devices = spec.get("devices") or {}
-    count, whole = 0, False
-    for request in devices.get("requests") or ():
-        exactly = request.get("exactly") if isinstance(request, dict) else None
-        if not isinstance(exactly, dict) or exactly.get("deviceClassName") != GPU_DEVICE_CLASS:
-            continue
-        if exactly.get("allocationMode") == "All":
-            whole = True
-        else:
-            wanted = exactly.get("count", 1)
-            count += wanted if isinstance(wanted, int) else 1
-    return count, whole
 
 
 ClaimSpecLookup = Callable[[str, str, bool], Mapping[str, Any] | None]

@@ -5,7 +5,10 @@
 - ResourceClaimTemplates;
 - Pods, indexed by the ``namespace/template name`` of each claim;
 - Nodes;
-- the channel DeviceClass.
+- the channel DeviceClass;
+- whether the server serves DeviceTaintRule (an optional API, shared/kube/presence.py): without
+  it a fault of one DRA GPU takes its whole node, which the status of domains whose pods use
+  DRA GPUs says.
 
 Which domains a change of each concerns is ``routing.py``'s. All informers run on every
 replica, leader or not, so a standby takes over with warm caches (shared/kube/informers.py).
@@ -17,8 +20,10 @@ from services.domain_controller.objects import DomainNode, DomainPod
 from services.domain_controller.settings import DomainControllerSettings
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
+from shared.crds.gpuclaims import asks_for_gpus
 from shared.crds.names import CHANNEL_DEVICE_CLASS
 from shared.crds.placement import Placement
+from shared.kube.apis import DEVICE_TAINT_RULES_API
 from shared.kube.client import KubeClient
 from shared.kube.informers import InformerSet
 from shared.kube.keys import ObjectKey, key_of
@@ -60,6 +65,7 @@ class Caches(InformerSet):
         )
         self.placements.add_index(BY_NODE, lambda p: list(p.spec.nodes))
         self.pods.add_index(BY_TEMPLATE, lambda pod: pod.template_keys())
+        self.device_taint_rules = self.presence(DEVICE_TAINT_RULES_API)
 
     # -- lookups the reconciler uses ---------------------------------------------------------
 
@@ -77,3 +83,12 @@ class Caches(InformerSet):
 
     def pods_using(self, namespace: str, template: str) -> list[DomainPod]:
         return self.pods.cache.by_index(BY_TEMPLATE, template_key(namespace, template))
+
+    def use_dra_gpus(self, pods: list[DomainPod]) -> bool:
+        """Whether a claim of one of ``pods`` comes from a template asking for DRA GPUs."""
+        for key in {key for pod in pods for key in pod.template_keys()}:
+            template = self.templates.cache.get(key)
+            spec = template.spec.get("spec") if template is not None else None
+            if isinstance(spec, dict) and asks_for_gpus(spec):
+                return True
+        return False

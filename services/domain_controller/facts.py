@@ -81,6 +81,9 @@ class DomainFacts(msgspec.Struct, frozen=True, kw_only=True):
     """Member nodes that exist, by name; a member missing here has left the cluster."""
     gang_size: int = 0
     """``spec.gang.size``, or 0 when the domain does not set it."""
+    per_gpu_faults: bool | None = None
+    """Whether a fault of one of the DRA GPUs the domain's pods use stays on that GPU (the
+    server serves DeviceTaintRule); None when the pods use no DRA GPU."""
 
 
 def gang_size(domain: ComputeDomain) -> int:
@@ -120,6 +123,7 @@ def gather(
     pods: Iterable[DomainPod],
     nodes: Mapping[str, DomainNode | None],
     gang_size: int,
+    per_gpu_faults: bool | None = None,
 ) -> DomainFacts:
     """Facts from the objects the reconciler found in its caches."""
     return DomainFacts(
@@ -130,6 +134,7 @@ def gather(
         pods=tuple(sorted((pod_facts(pod) for pod in pods), key=lambda p: p.name)),
         nodes={name: node_facts(node) for name, node in nodes.items() if node is not None},
         gang_size=gang_size,
+        per_gpu_faults=per_gpu_faults,
     )
 
 

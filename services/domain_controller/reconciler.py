@@ -280,6 +280,9 @@ class DomainReconciler:
             pods=pods,
             nodes={name: nodes.get(name) for name in member_nodes(placement, pods)},
             gang_size=gang_size(domain),
+            per_gpu_faults=(
+                self._caches.device_taint_rules.served if self._caches.use_dra_gpus(pods) else None
+            ),
         )
         return compute_status(facts, previous=domain.status, now=now_in_seconds())
 

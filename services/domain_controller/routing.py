@@ -7,7 +7,8 @@
 - a node: every domain with the node in a slice of its Placement, only when the node's IMEX
   condition, kubelet readiness, fault taints, clique label or address changed (not on
   heartbeats);
-- the channel DeviceClass: the DeviceClass loop's one key.
+- the channel DeviceClass: the DeviceClass loop's one key;
+- DeviceTaintRule served or not (an upgrade, a downgrade): every domain.
 
 The functions read the caches only through the lookups they are given, so a test calls them
 with plain dicts. :func:`connect` registers them as the informers' handlers.
@@ -113,3 +114,9 @@ def connect(
     caches.pods.add_handler(enqueue_routed(domains, partial(pod_changed, naming=naming)))
     caches.nodes.add_handler(enqueue_routed(domains, partial(node_changed, placed_on=placed_on)))
     caches.device_classes.add_handler(enqueue_routed(device_classes, device_class_changed))
+
+    def every_domain() -> None:
+        for domain in caches.domains.cache.objects():
+            domains.add(key_of(domain))
+
+    caches.device_taint_rules.add_listener(every_domain)

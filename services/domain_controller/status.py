@@ -22,6 +22,10 @@ placement as member nodes and slices). Conditions (each with ``observedGeneratio
   ``PodsNotRunning``.
 - ``Deleting``: only while the domain is being deleted: ``WaitingForPods``,
   ``WaitingForPlacementRelease``, ``Releasing``.
+- ``PerGpuFaults``: only for a domain whose pods use GPUs of NVIDIA's GPU DRA driver: True
+  (``DeviceTaintRules``) when a fault of one such GPU is marked on that GPU alone; False
+  (``DeviceTaintRuleNotServed``) on a server without DeviceTaintRule (before Kubernetes 1.37),
+  where the health monitor taints the GPU's whole node instead. It does not change Ready.
 
 A slice the allocator finds its clique cannot hold (its ``waitingSince``) is named in the
 Degraded message, and a slice that failed over (``movedFrom``) in the Placed message.
@@ -68,9 +72,11 @@ from services.domain_controller.status_messages import (
 from shared.crds.computedomain import ComputeDomainStatus, DomainCondition
 from shared.crds.placement import PlacementSpec
 from shared.events import DomainMember, DomainSlice
+from shared.kube.apis import DEVICE_TAINT_RULES_API
 
 READY = "Ready"
 PLACED = "Placed"
+PER_GPU_FAULTS = "PerGpuFaults"
 WITHOUT_NVLINK = "PlacedWithoutNvlink"
 """Placed reason of a domain that runs without IMEX (no node of its pods has multi-node
 NVLink): the scheduler placed its pods, and they get no channel."""
@@ -218,6 +224,23 @@ def _ready_without_nvlink(placement: PlacementSpec, placed: Layout, degraded: _V
     )
 
 
+def _per_gpu_faults(confined: bool) -> _Verdict:
+    if confined:
+        return _Verdict(
+            status="True",
+            reason="DeviceTaintRules",
+            message="a fault of one of the DRA GPUs of the domain's pods takes only that GPU "
+            "(a DeviceTaintRule)",
+        )
+    api = DEVICE_TAINT_RULES_API
+    return _Verdict(
+        status="False",
+        reason="DeviceTaintRuleNotServed",
+        message=f"the API server does not serve {api.name} (Kubernetes {api.since} and newer): "
+        "a fault of one of the DRA GPUs of the domain's pods taints its whole node",
+    )
+
+
 def deletion_step(facts: DomainFacts) -> DeletionStep:
     """What a deleted domain waits for: its pods to finish, then the allocator's release."""
     if any(not pod.finished for pod in facts.pods):
@@ -300,6 +323,8 @@ def compute_status(
     verdicts = [(READY, ready), (PLACED, _placed(facts, placed)), (DEGRADED, degraded)]
     if step is not None:
         verdicts.append((DELETING, _deleting(facts, step)))
+    if facts.per_gpu_faults is not None:
+        verdicts.append((PER_GPU_FAULTS, _per_gpu_faults(facts.per_gpu_faults)))
     conditions = tuple(
         _condition(kind, verdict, facts=facts, previous=previous, now=now)
         for kind, verdict in verdicts

@@ -2,8 +2,11 @@
 
 - :func:`publishing`: how the node's GPUs reach pods, which says how to act on one GPU:
   ``dra`` when NVIDIA's GPU DRA driver (``gpu.nvidia.com``) publishes a ResourceSlice for the
-  node, ``device-plugin`` when the Node has ``nvidia.com/gpu`` capacity and the kubelet's
-  PodResources API is at hand, None otherwise (then every fault is node-level, ``scope``).
+  node and the server serves DeviceTaintRule, ``device-plugin`` when the Node has
+  ``nvidia.com/gpu`` capacity and the kubelet's PodResources API is at hand, None otherwise
+  (then every fault is node-level, ``scope``). A node whose GPUs reach pods through DRA on a
+  server without DeviceTaintRule is None even when it also has device-plugin GPUs: evicting the
+  device plugin's holders would leave the DRA claims of the faulted GPU running.
 - :func:`hold`: each GPU keeps its reaction for ``hold_down_s`` after the faults stopped asking
   for it, as the node's taint does (``state``), so a flapping GPU keeps one device taint.
 - :func:`desired_rules`: the DeviceTaintRules the node should have: one per GPU with a
@@ -36,12 +39,16 @@ class Publishing(enum.StrEnum):
 
 
 def publishing(
-    node: Node | None, slices: Iterable[ResourceSlice], *, pod_resources: bool
+    node: Node | None,
+    slices: Iterable[ResourceSlice],
+    *,
+    pod_resources: bool,
+    device_taint_rules: bool,
 ) -> Publishing | None:
-    """How the node's GPUs are handed to pods (DRA wins when both are seen)."""
+    """How one GPU of the node can be acted on (DRA wins when both are seen)."""
     name = node.metadata.name if node is not None else None
     if any(s.spec.driver == GPU_DRA_DRIVER and s.spec.node_name == name for s in slices):
-        return Publishing.DRA
+        return Publishing.DRA if device_taint_rules else None
     if node is not None and pod_resources and int(node.status.capacity.get(GPU_RESOURCE, "0")) > 0:
         return Publishing.DEVICE_PLUGIN
     return None

@@ -8,7 +8,10 @@
 
 How a GPU-confined fault reacts depends on how the node's GPUs reach pods (``gpuplan``):
 
-- **DRA** (``gpu.nvidia.com`` publishes the node's GPUs): a cluster-scoped DeviceTaintRule per
+- **DRA** (``gpu.nvidia.com`` publishes the node's GPUs, and the server serves DeviceTaintRule:
+  Kubernetes 1.37 on; before, every fault of such a node is node-level, ``scope``, and the
+  presence of the API is rechecked so an upgrade is used without a restart): a cluster-scoped
+  DeviceTaintRule per
   faulted GPU, NoExecute for fatal faults, NoSchedule for warnings that need the GPU, kept for
   the hold-down after the fault, then deleted. The scheduler keeps new claims off the device;
   kube-controller-manager's device taint eviction controller evicts the pods of NoExecute.
@@ -44,10 +47,12 @@ from services.health_monitor.metrics import HealthMetrics
 from services.health_monitor.scope import gpu_reactions
 from services.health_monitor.settings import MonitorSettings
 from shared.crds.names import GPU_DRA_DRIVER
+from shared.kube.apis import DEVICE_TAINT_RULES_API
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.informer import Informer
 from shared.kube.models import DeviceTaintRule, Node, ResourceSlice
+from shared.kube.presence import ApiPresence
 from shared.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_SLICES
 from shared.kubeletapi.errors import KubeletApiError
 from shared.kubeletapi.podresources import PodResourcesClient
@@ -75,6 +80,13 @@ class GpuReactor:
         self._pod_resources = pod_resources
         self._settings = settings
         self._metrics = metrics
+        self.rules_api = ApiPresence(
+            client,
+            DEVICE_TAINT_RULES_API,
+            recheck_s=settings.informer.optional_api_recheck_s,
+            metrics=registry,
+            on_change=on_change,
+        )
         self.rules = Informer(
             client,
             DEVICE_TAINT_RULES,
@@ -82,6 +94,7 @@ class GpuReactor:
             label_selector=f"{RULE_NODE_LABEL}={node_name}",
             settings=settings.informer,
             metrics=registry,
+            presence=self.rules_api,
         )
         self.slices = Informer(
             client,
@@ -100,12 +113,16 @@ class GpuReactor:
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
+            group.create_task(self.rules_api.run(), name=f"health rules presence {self._node}")
             group.create_task(self.rules.run(), name=f"health device taint rules {self._node}")
             group.create_task(self.slices.run(), name=f"health gpu slices {self._node}")
 
     def mode(self, node: Node | None) -> Publishing | None:
         return publishing(
-            node, self.slices.cache.objects(), pod_resources=self._pod_resources is not None
+            node,
+            self.slices.cache.objects(),
+            pod_resources=self._pod_resources is not None,
+            device_taint_rules=self.rules_api.served,
         )
 
     def can_confine(self, node: Node | None) -> bool:

@@ -13,7 +13,10 @@ Rules, each one a way real clusters break naive watchers:
 - ``410 Gone`` (an ERROR event or the HTTP status) means the version left the server's window:
   LIST again and report only the differences, deletions included, to the handlers;
 - no line at all for ``inactivity_s`` (not even a bookmark) ends a stuck stream;
-- every failure backs off exponentially with jitter, up to ``backoff_max_s``; success resets it.
+- every failure backs off exponentially with jitter, up to ``backoff_max_s``; success resets it;
+- an informer of an optional API (``presence``, shared/kube/presence.py) lists nothing while the
+  server does not serve it: it is synced with an empty cache, so it never holds up readiness or
+  reconciling, and it lists and watches as soon as the API is served (a 404 sends it back).
 
 Handlers are synchronous ``(old, new)`` callbacks: ``(None, obj)`` added, ``(old, obj)`` updated,
 ``(old, None)`` deleted. They should only enqueue keys; one that raises is logged and counted.
@@ -34,6 +37,7 @@ from shared.kube.cache import Cache
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.meta import KubeObject, ListMeta, RawWatchEvent, Status
+from shared.kube.presence import ApiPresence
 from shared.kube.resources import Resource
 from shared.metrics import Metrics
 from shared.settings import Settings
@@ -55,6 +59,13 @@ class InformerSettings(Settings, frozen=True, kw_only=True):
     ] = 330.0
     backoff_initial_s: Annotated[float, Meta(description="First retry pause.", gt=0)] = 0.2
     backoff_max_s: Annotated[float, Meta(description="Longest retry pause.", gt=0)] = 30.0
+    optional_api_recheck_s: Annotated[
+        float,
+        Meta(
+            description="How often discovery is asked again whether an optional API is served.",
+            gt=0,
+        ),
+    ] = 300.0
 
 
 class ObjectList(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
@@ -80,8 +91,10 @@ class Informer(Generic[T]):
         field_selector: str = "",
         settings: InformerSettings | None = None,
         metrics: Metrics | None = None,
+        presence: ApiPresence | None = None,
     ) -> None:
         self.resource = resource
+        self.presence = presence
         self.cache: Cache[T] = Cache()
         self._client = client
         self._namespace = namespace
@@ -133,6 +146,8 @@ class Informer(Generic[T]):
         pause = self._settings.backoff_initial_s
         reason = "start"
         while True:
+            if self.presence is not None and not await self._until_served():
+                reason = "served"
             try:
                 if reason:
                     await self._list(reason)
@@ -150,6 +165,8 @@ class Informer(Generic[T]):
                 if exc.expired:
                     reason = "expired"
                     continue
+                if exc.not_found and self.presence is not None:
+                    self.presence.gone()  # discovery decides whether it is gone for good
                 log.warning(
                     "watch or list failed; retrying",
                     extra={"resource": self.resource.plural, "error": str(exc), "pause_s": pause},
@@ -170,6 +187,20 @@ class Informer(Generic[T]):
                 )
                 await asyncio.sleep(pause)
             pause = min(pause * 2, self._settings.backoff_max_s)
+
+    async def _until_served(self) -> bool:
+        """Whether the optional API was served all along; while it is not, the cache is empty
+        and synced, and this waits until it is."""
+        assert self.presence is not None
+        await self.presence.wait_known()
+        if self.presence.served:
+            return True
+        for old, new in self.cache.replace([]):
+            self._notify(old, new)
+        self._resource_version = ""
+        self._synced.set()
+        await self.presence.wait_served()
+        return False
 
     async def _list(self, reason: str) -> None:
         self._metrics.informer_lists.labels(self.resource.plural, reason).inc()

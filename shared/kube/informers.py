@@ -21,9 +21,11 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+from shared.kube.apis import OptionalApi
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer, InformerSettings
 from shared.kube.meta import KubeObject
+from shared.kube.presence import ApiPresence
 from shared.kube.resources import Resource
 from shared.metrics import Metrics
 
@@ -58,6 +60,7 @@ class InformerSet:
         self._metrics = metrics
         self._namespace = namespace
         self._informers: list[Informer[Any]] = []
+        self._presences: dict[str, ApiPresence] = {}
 
     def informer(
         self,
@@ -66,9 +69,11 @@ class InformerSet:
         *,
         namespace: str | None = None,
         field_selector: str = "",
+        optional: OptionalApi | None = None,
     ) -> Informer[T]:
         """A new informer of the set, in the set's namespace unless ``namespace`` is given
-        (cluster-scoped resources pass ``""``)."""
+        (cluster-scoped resources pass ``""``); an ``optional`` API's informer follows its
+        presence on the server (:meth:`presence`)."""
         made = Informer(
             self._client,
             resource,
@@ -77,9 +82,23 @@ class InformerSet:
             field_selector=field_selector,
             settings=self._settings,
             metrics=self._metrics,
+            presence=None if optional is None else self.presence(optional),
         )
         self._informers.append(made)
         return made
+
+    def presence(self, api: OptionalApi) -> ApiPresence:
+        """The set's one watch on whether the server serves ``api``."""
+        found = self._presences.get(api.name)
+        if found is None:
+            found = ApiPresence(
+                self._client,
+                api,
+                recheck_s=self._settings.optional_api_recheck_s,
+                metrics=self._metrics,
+            )
+            self._presences[api.name] = found
+        return found
 
     @property
     def informers(self) -> list[Informer[Any]]:
@@ -87,13 +106,22 @@ class InformerSet:
 
     @property
     def synced(self) -> bool:
-        return all(informer.synced for informer in self._informers)
+        """Every informer listed, and whether each optional API is served is known."""
+        return all(p.known for p in self._presences.values()) and all(
+            informer.synced for informer in self._informers
+        )
 
     async def wait_synced(self) -> None:
-        await asyncio.gather(*(informer.wait_synced() for informer in self._informers))
+        await asyncio.gather(
+            *(presence.wait_known() for presence in self._presences.values()),
+            *(informer.wait_synced() for informer in self._informers),
+        )
 
     def start(self, *, supervisor: RootTasks, readiness: ReadinessChecks) -> None:
-        """Run every informer as a root task of the service; ready once all are synced."""
+        """Run every informer as a root task of the service; ready once all are synced (an
+        optional API's informer is synced while the server does not serve the API)."""
+        for name, presence in self._presences.items():
+            supervisor.start(f"{name} presence", presence.run())
         for informer in self._informers:
             supervisor.start(f"{informer.resource.plural} informer", informer.run())
         readiness.add("caches synced", lambda: self.synced)

@@ -13,7 +13,6 @@ from services.clique_allocator.caches import claim_owner
 from services.clique_allocator.dragpus import (
     NodeDraGpus,
     PodGpus,
-    claim_spec_gpus,
     dra_gpus,
     pod_gpus,
 )
@@ -21,6 +20,7 @@ from services.clique_allocator.gang import GpuCount, GpuMismatch, gpus_per_pod
 from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks, restrict
 from services.clique_allocator.nodes import build_cliques, node_facts
 from services.clique_allocator.placement import ClusterView
+from shared.crds.gpuclaims import claim_spec_gpus
 from shared.kube.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice
 
 from .builders import node, pod

@@ -746,3 +746,26 @@ def test_gang_units_in_one_clique_name_no_one_channel_and_each_slice_its_unit() 
         ("serve-0", 7, 0),
         ("serve-1", 2, 0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("per_gpu_faults", "expected"),
+    [
+        (None, None),  # no DRA GPU among the domain's pods: nothing to say
+        (True, "True/DeviceTaintRules"),
+        (False, "False/DeviceTaintRuleNotServed"),
+    ],
+)
+def test_per_gpu_faults_says_what_a_fault_of_one_dra_gpu_takes(
+    per_gpu_faults: bool | None, expected: str | None
+) -> None:
+    status = compute_status(facts(per_gpu_faults=per_gpu_faults), previous=EMPTY, now=NOW).status
+    condition = status.condition("PerGpuFaults")
+    found = None if condition is None else f"{condition.status}/{condition.reason}"
+    assert found == expected
+    ready = status.condition("Ready")
+    assert ready is not None and ready.status == "True"  # it changes what a fault takes, not Ready
+    if per_gpu_faults is False:
+        assert condition is not None
+        assert "devicetaintrules.resource.k8s.io/v1" in condition.message
+        assert "whole node" in condition.message
