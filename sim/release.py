@@ -20,10 +20,9 @@ from __future__ import annotations
 import msgspec
 
 from shared.kube.resources import DEVICE_TAINT_RULES, Resource
+from sim.kubeapi.kinds.devicetaints import STATUS_SINCE as TAINT_RULE_STATUS_SINCE
 from sim.kubeapi.releases import Release
 from sim.kubeapi.storage.resources import version_priority
-
-TAINT_RULE_STATUS_SINCE = 35
 
 
 class DeviceTaintSupport(msgspec.Struct, frozen=True, kw_only=True):

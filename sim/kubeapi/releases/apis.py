@@ -20,6 +20,7 @@ from typing import Literal
 import msgspec
 
 from sim.kubeapi.releases.errors import ReleaseError
+from sim.kubeapi.releases.flagtext import flag_entries
 
 DRA_GROUP = "resource.k8s.io"
 
@@ -61,14 +62,10 @@ def version_stage(version: str) -> Stage:
 def parse_runtime_config(text: str) -> dict[str, bool]:
     """``key=true,key=false,key`` into key -> bool."""
     settings: dict[str, bool] = {}
-    for entry in text.split(","):
-        if not entry.strip():
-            continue
-        key, sep, value = entry.partition("=")
-        key, value = key.strip(), value.strip().lower()
-        if not sep or value == "true":
+    for key, value in flag_entries(text):
+        if value is None or value.lower() == "true":
             settings[key] = True
-        elif value == "false":
+        elif value.lower() == "false":
             settings[key] = False
         else:
             raise ReleaseError(f"invalid value of {key}: {value}, err: expected true or false")

@@ -21,6 +21,7 @@ from typing import Literal
 import msgspec
 
 from sim.kubeapi.releases.errors import ReleaseError
+from sim.kubeapi.releases.flagtext import flag_entries
 
 Stage = Literal["ALPHA", "BETA", "GA"]
 
@@ -80,14 +81,10 @@ def gate_specs(minor: int) -> dict[str, GateSpec]:
 def parse_feature_gates(text: str) -> dict[str, bool]:
     """``A=true,B=false`` (the flag's form; blanks around names and values are allowed)."""
     gates: dict[str, bool] = {}
-    for pair in text.split(","):
-        if not pair.strip():
-            continue
-        name, sep, value = pair.partition("=")
-        name = name.strip()
-        if not sep:
+    for name, value in flag_entries(text):
+        if value is None:
             raise ReleaseError(f"missing bool value for {name}")
-        gates[name] = _parse_bool(name, value.strip())
+        gates[name] = _parse_bool(name, value)
     return gates
 
 

@@ -14,7 +14,7 @@ from shared.kube.client import KubeClient
 from shared.kube.models import DeviceTaintRule, Pod
 from shared.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES
 from sim.controllers import ControllerManager
-from tests.support.releases import at_release
+from tests.support.releases import at_release, rules_opted_in
 from tests.support.wait import wait_for
 
 NS = "default"
@@ -206,16 +206,7 @@ ALPHA_RULES = msgspec.structs.replace(DEVICE_TAINT_RULES, version="v1alpha3")
 
 @pytest.mark.parametrize(
     ("emulator_config", "device_taints"),
-    [
-        pytest.param(
-            *at_release(
-                "1.34",
-                feature_gates={"DRADeviceTaints": True},
-                runtime_config={"resource.k8s.io/v1alpha3": True},
-            ),
-            id="1.34",
-        )
-    ],
+    [pytest.param(*rules_opted_in("1.34"), id="1.34")],
 )
 async def test_at_1_34_an_alpha_rule_evicts_and_has_no_status(
     kube_client: KubeClient, controllers: ControllerManager

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sim.kubeapi import ServerConfig
+from tests.support.releases import at_release, rules_opted_in
 
 from .conftest import Http, Kubectl
 
@@ -19,7 +20,7 @@ TAINT = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
 
 def at(version: str, **settings: Any) -> ServerConfig:
     """Settings at a release; a test parametrized with ``kube_config`` gets its server so."""
-    return ServerConfig(kubernetes_version=version, **settings)
+    return at_release(version, **settings)[0]
 
 
 def slice_body(name: str) -> dict[str, Any]:
@@ -88,16 +89,7 @@ async def test_device_taints_of_a_slice_are_dropped_while_the_gate_is_off(
 
 @pytest.mark.parametrize(
     "kube_config",
-    [
-        pytest.param(
-            at(
-                "1.36",
-                feature_gates={"DRADeviceTaintRules": True},
-                runtime_config={"resource.k8s.io/v1beta2": True},
-            ),
-            id="1.36",
-        )
-    ],
+    [pytest.param(rules_opted_in("1.36")[0], id="1.36")],
 )
 async def test_runtime_config_serves_the_taint_rules_beta_of_1_36(
     http: Http, kubectl: Kubectl
@@ -122,16 +114,7 @@ async def test_runtime_config_serves_the_taint_rules_beta_of_1_36(
 
 @pytest.mark.parametrize(
     "kube_config",
-    [
-        pytest.param(
-            at(
-                "1.34",
-                feature_gates={"DRADeviceTaints": True},
-                runtime_config={"resource.k8s.io/v1alpha3": True},
-            ),
-            id="1.34",
-        )
-    ],
+    [pytest.param(rules_opted_in("1.34")[0], id="1.34")],
 )
 async def test_1_34_has_no_none_effect_and_its_alpha_rules_no_status(http: Http) -> None:
     none_taint = slice_body("n1-gpu")

@@ -28,7 +28,7 @@ from tests.integration.scheduler.cluster import (
     wait_bound,
     wait_unschedulable,
 )
-from tests.support.releases import at_release
+from tests.support.releases import at_release, rules_opted_in
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
@@ -122,16 +122,7 @@ async def test_deleting_the_rule_frees_the_device(
 
 @pytest.mark.parametrize(
     ("emulator_config", "device_taints"),
-    [
-        pytest.param(
-            *at_release(
-                "1.36",
-                feature_gates={"DRADeviceTaintRules": True},
-                runtime_config={"resource.k8s.io/v1beta2": True},
-            ),
-            id="1.36",
-        )
-    ],
+    [pytest.param(*rules_opted_in("1.36"), id="1.36")],
 )
 async def test_at_1_36_rules_are_read_at_v1beta2(
     kube_client: KubeClient, scheduler: Scheduler

@@ -8,8 +8,7 @@ import pytest
 
 from sim.kubeapi.releases import Release
 from sim.release import DeviceTaintSupport
-
-BOTH_GATES = {"DRADeviceTaints": True, "DRADeviceTaintRules": True}
+from tests.support.releases import RULES_OPT_IN
 
 
 @pytest.mark.parametrize(
@@ -17,15 +16,7 @@ BOTH_GATES = {"DRADeviceTaints": True, "DRADeviceTaintRules": True}
     [
         pytest.param(Release.of("1.34"), False, None, False, id="1.34"),
         pytest.param(
-            Release.of(
-                "1.34",
-                feature_gates={"DRADeviceTaints": True},
-                runtime_config={"resource.k8s.io/v1alpha3": True},
-            ),
-            True,
-            "v1alpha3",
-            False,
-            id="1.34+alpha",
+            Release.of("1.34", **RULES_OPT_IN["1.34"]), True, "v1alpha3", False, id="1.34+"
         ),
         pytest.param(Release.of("1.35"), False, None, False, id="1.35"),
         pytest.param(
@@ -36,15 +27,7 @@ BOTH_GATES = {"DRADeviceTaints": True, "DRADeviceTaintRules": True}
             id="1.35+taints (rules not served)",
         ),
         pytest.param(
-            Release.of(
-                "1.35",
-                feature_gates=BOTH_GATES,
-                runtime_config={"resource.k8s.io/v1alpha3": True},
-            ),
-            True,
-            "v1alpha3",
-            True,
-            id="1.35+alpha",
+            Release.of("1.35", **RULES_OPT_IN["1.35"]), True, "v1alpha3", True, id="1.35+"
         ),
         pytest.param(Release.of("1.36"), True, None, False, id="1.36"),
         pytest.param(
