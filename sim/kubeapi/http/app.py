@@ -43,6 +43,7 @@ from sim.kubeapi.reads.listing import (
 from sim.kubeapi.reads.watch import WatchSettings, serve_watch
 from sim.kubeapi.storage.resources import Registry, ResourceType
 from sim.kubeapi.storage.store import Store
+from sim.kubeapi.validation import builtin_schemas
 from sim.kubeapi.writes import scale
 from sim.kubeapi.writes.engine import Engine
 from sim.kubeapi.writes.options import DeleteOptions, Result, WriteOptions
@@ -58,10 +59,13 @@ class ApiServer:
 
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config or ServerConfig()
+        self.release = self.config.release()
         self.store = Store(window=self.config.watch_window)
         self.registry = Registry()
-        register_builtins(self.registry)
-        self.engine = Engine(config=self.config, store=self.store, registry=self.registry)
+        register_builtins(self.registry, self.release)
+        self.engine = Engine(
+            config=self.config, store=self.store, registry=self.registry, release=self.release
+        )
         self.controllers = Controllers(self.engine)
         self.faults = Faults(drop=self.store.drop_watches)
         self.access = Access(self.config, self.store)
@@ -149,7 +153,7 @@ class ApiServer:
         if path in HEALTH_PATHS or path.startswith(tuple(p + "/" for p in HEALTH_PATHS)):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version" or path == "/version/":
-            return json_response(discovery.version_info(self.config))
+            return json_response(discovery.version_info(self.release))
         if path.rstrip("/") == "/api":
             return json_response(discovery.api_versions(request.host))
         if path.rstrip("/") == "/apis":
@@ -189,7 +193,8 @@ class ApiServer:
                         self.registry,
                         group,
                         version,
-                        server_version=discovery.version_info(self.config)["gitVersion"],
+                        schemas=builtin_schemas.load(self.release.minor),
+                        server_version=discovery.version_info(self.release)["gitVersion"],
                     )
                     if doc is not None:
                         cached = codec.encode(doc)

@@ -267,11 +267,10 @@ class Registry:
         return [rt for rt in self._by_resource.values() if rt.storage == storage]
 
     def storage_type(self, storage: str) -> ResourceType | None:
-        """The type serving the stored version of a bucket."""
-        for rt in self._by_resource.values():
-            if rt.storage == storage and rt.is_storage:
-                return rt
-        return None
+        """The type serving the stored version of a bucket, else any type serving the bucket
+        (a release may serve a kind only at versions other than the one it is stored as)."""
+        served = self.by_storage(storage)
+        return next((rt for rt in served if rt.is_storage), served[0] if served else None)
 
     def groups(self) -> list[str]:
         return list(self._group_order)

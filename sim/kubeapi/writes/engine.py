@@ -28,6 +28,8 @@ from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.kinds import apiextensions
 from sim.kubeapi.machinery import codec, errors, meta
+from sim.kubeapi.releases import Release
+from sim.kubeapi.releases import fields as release_fields
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType, version_priority
 from sim.kubeapi.storage.store import Entry, Store
 from sim.kubeapi.webhookclient.client import WebhookClient
@@ -47,8 +49,17 @@ from sim.kubeapi.writes.patcher import Patcher
 class Engine:
     """All API semantics that do not depend on HTTP."""
 
-    def __init__(self, *, config: ServerConfig, store: Store, registry: Registry) -> None:
+    def __init__(
+        self,
+        *,
+        config: ServerConfig,
+        store: Store,
+        registry: Registry,
+        release: Release | None = None,
+    ) -> None:
         self.config = config
+        self.release = release or config.release()
+        """What the emulated release drops on write and validates differently."""
         self.store = store
         self.registry = registry
         self.webhooks = WebhookClient(dict(config.webhook_service_hosts))
@@ -324,11 +335,13 @@ class Engine:
             else:
                 stored["status"] = status
         strategy.prepare_create(stored)
+        release_fields.drop_disabled_fields(rt.storage, stored, None, self.release)
         errs = meta.validate_object_meta(
             stored, namespaced=rt.namespaced, name_rule=strategy.name_rule, creating=True
         )
         if not errs:
             errs = strategy.validate(stored)
+            errs += release_fields.release_errors(rt.storage, stored, self.release)
         self._validate(rt, stored, errs)
         if managed != "apply":
             entries = read_entries(stored) if "managedFields" in m else []
@@ -466,6 +479,7 @@ class Engine:
                     new["status"] = incoming["status"]
                 else:
                     new.pop("status", None)
+                release_fields.drop_disabled_status_fields(rt.storage, new, old, self.release)
             else:
                 # namespaces/finalize changes nothing but spec.finalizers.
                 new.setdefault("spec", {})["finalizers"] = (incoming.get("spec") or {}).get(
@@ -485,6 +499,7 @@ class Engine:
                     new.pop("status", None)
             strategy.default(new)
             strategy.prepare_update(new, old)
+            release_fields.drop_disabled_fields(rt.storage, new, old, self.release)
         errs = meta.validate_finalizer_update(new, old)
         if subresource == "status":
             errs += strategy.validate_status_update(new, old)
@@ -496,6 +511,7 @@ class Engine:
                 )
             if not errs:
                 errs += strategy.validate_update(new, old)
+                errs += release_fields.release_errors(rt.storage, new, self.release)
         self._validate(rt, new, errs)
         if strategy.has_generation and not subresource and not meta.spec_equal(new, old):
             meta.meta(new)["generation"] = int(meta.meta(old).get("generation", 0)) + 1

@@ -455,21 +455,29 @@ class Bootstrap:
         """The webhook's certificate, and its CA where the API server reads it."""
         names = service_names(certificate.service, self._namespace)
         await self.leaf(certificate.secret, ca=ca, names=names, client=False, now=now)
+        bundle = _b64(ca.cert)
         for configuration in certificate.webhook_configurations:
-            await self.ca_bundle(MUTATING_WEBHOOKS, configuration, ca)
+            await self.webhook_ca_bundle(configuration, bundle)
         for crd in certificate.conversion_crds:
-            await self.ca_bundle(CRDS, crd, ca)
+            await self.conversion_ca_bundle(crd, bundle)
 
-    async def ca_bundle(self, resource: Resource, name: str, ca: KeyPair) -> None:
-        """Write the CA into every webhook clientConfig of the object that lacks it (each
-        webhook of a configuration, a CRD's conversion webhook)."""
-        raw = await self._client.get_or_none(resource, name)
-        patch = _bundle_patch(raw, f"{resource.kind} {name}", _b64(ca.cert))
+    async def webhook_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in every webhook of a MutatingWebhookConfiguration that lacks it."""
+        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, name)
+        patch = _bundle_patch(raw, f"{MUTATING_WEBHOOKS.kind} {name}", bundle)
         if patch:
             await self._client.patch(
-                resource, name, patch, patch_type="json", field_manager=MANAGER
+                MUTATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
             )
-            log.info("caBundle of %s %s written", resource.kind, name)
+            log.info("caBundle of %s written", name)
+
+    async def conversion_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in a CustomResourceDefinition's conversion webhook, if it lacks it."""
+        raw = await self._client.get_or_none(CRDS, name)
+        patch = _bundle_patch(raw, f"{CRDS.kind} {name}", bundle)
+        if patch:
+            await self._client.patch(CRDS, name, patch, patch_type="json", field_manager=MANAGER)
+            log.info("conversion caBundle of %s written", name)
 
     async def restart_nats(self, now: dt.datetime) -> None:
         """Roll the NATS servers so that they read their new certificate (nats-server reads it
