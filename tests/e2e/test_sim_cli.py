@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 
 from shared.crds.names import PLACED_CONDITION
 from sim.natsserver import free_port
+from sim.topology.load import TOPOLOGIES_DIR
 from tests.e2e.whole_system import SYSTEM_STEP_S, WholeSystem, gated, running_whole_system
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for, wait_for_sync
@@ -97,25 +99,13 @@ async def kubectl_cdo(kubeconfig: str, state: Path, *args: str) -> str:
     return out.decode()
 
 
-async def preflight(system: WholeSystem, *args: str) -> tuple[int, dict[str, dict[str, str]]]:
-    """``cdo preflight -o json`` on the system: its exit code and its checks by name."""
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli", "preflight", "-o", "json", "--state-dir",
-        str(system.state_dir), *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-    )  # fmt: skip
-    out, err = await process.communicate()
-    assert process.returncode is not None and out.startswith(b"{"), err.decode()
-    return process.returncode, {c["name"]: c for c in json.loads(out)["checks"]}
-
-
 async def preflight_says(
     system: WholeSystem, check: str, status: str, *, naming: str
 ) -> dict[str, str]:
     """Wait until ``cdo preflight``'s ``check`` has ``status`` and names ``naming``."""
 
     async def probe() -> dict[str, str] | None:
-        _code, checks = await preflight(system)
+        _code, checks = await system.preflight()
         found = checks[check]
         return found if found["status"] == status and naming in found["message"] else None
 
@@ -123,7 +113,7 @@ async def preflight_says(
 
 
 async def check_preflight(system: WholeSystem) -> None:
-    code, checks = await preflight(system)
+    code, checks = await system.preflight()
     assert code == 0, {name: (c["status"], c["message"]) for name, c in checks.items()}
     assert checks["webhook"]["message"].startswith("the API server reaches the pod webhook")
     assert "valid for 364 days" in checks["webhook-certificate"]["message"]
@@ -139,14 +129,14 @@ async def check_preflight(system: WholeSystem) -> None:
         await system.cdo("sim", "fault", node, *fault)
         found = await preflight_says(system, check, "fail", naming=node)
         assert found["hint"]
-        code, _checks = await preflight(system)
+        code, _checks = await system.preflight()
         assert code == 2
     await system.cdo("sim", "fault", node, "--host-imex-service", "off")
     await system.cdo("sim", "fault", node, "--cdi", "on")
     await system.cdo("sim", "fault", node, "--imex-programs", "installed")
     await preflight_says(system, "imex-ready", "ok", naming="36 of 36")
 
-    code, checks = await preflight(system, "--nats-url", f"nats://127.0.0.1:{free_port()}")
+    code, checks = await system.preflight("--nats-url", f"nats://127.0.0.1:{free_port()}")
     assert code == 1 and checks["nats"]["status"] == "warn"
     assert "does not answer" in checks["nats"]["message"]
 
@@ -154,8 +144,14 @@ async def check_preflight(system: WholeSystem) -> None:
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_explain_top_and_preflight_on_the_whole_system() -> None:
-    async with running_whole_system() as system:
+async def test_explain_top_and_preflight_on_the_whole_system(tmp_path: Path) -> None:
+    # The default two racks on an address block of their own: the test stops and starts a
+    # node's IMEX daemon, whose ports another simulated cluster on this machine must not take.
+    default = (TOPOLOGIES_DIR / "default.yaml").read_text()
+    base = f"127.{random.randint(64, 250)}.{random.randrange(0, 200, 8)}.0"
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(default.replace("address_base: 127.10.0.0", f"address_base: {base}"))
+    async with running_whole_system(topology=topology) as system:
         await check_preflight(system)
         await system.create_namespace("why")
         await system.create_workload("why", "small", replicas=2, gpus=4)

@@ -1,8 +1,8 @@
 """The whole system at every Kubernetes release cdo supports (1.34 to 1.37, each with its
-default gates and APIs: DeviceTaintRule is served only by 1.37): the seed manifests Ready in one
-clique, the seed's shape doubled Ready as one domain in two slices, and a fatal XID on a member
-handled in the same clique. One system per release; every other end-to-end module runs on the
-newest release only."""
+default gates and APIs: DeviceTaintRule is served only by 1.37): ``cdo preflight`` says so, the
+seed manifests Ready in one clique, the seed's shape doubled Ready as one domain in two slices,
+and a fatal XID on a member handled in the same clique. One system per release; every other
+end-to-end module runs on the newest release only."""
 
 from __future__ import annotations
 
@@ -38,6 +38,20 @@ async def test_the_release_is_the_one_asked_for(
     assert f"Server Version: v{release}.0" in await system.kubectl("version")
     rules = await system.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name")
     assert ("devicetaintrules.resource.k8s.io" in rules.split()) is (release == "1.37")
+
+
+async def test_preflight_says_what_the_release_lacks_and_nothing_else(
+    system: WholeSystem, request: pytest.FixtureRequest
+) -> None:
+    release = request.node.callspec.params["system"]
+    code, checks = await system.preflight()
+    statuses = {name: check["status"] for name, check in checks.items()}
+    rules = "optional-api/devicetaintrules.resource.k8s.io/v1"
+    assert statuses.pop(rules) == ("ok" if release == "1.37" else "warn")
+    assert code == (0 if release == "1.37" else 1)
+    assert statuses.pop("services") == "skip"  # the simulator runs them as processes
+    assert set(statuses.values()) == {"ok"}, checks
+    assert f"Kubernetes v{release}.0" in checks["api-server"]["message"]
 
 
 async def test_the_seed_is_ready_in_one_clique(system: WholeSystem) -> None:

@@ -315,6 +315,20 @@ class WholeSystem:
         assert process.returncode == 0, f"cdo {' '.join(args)}: {err.decode()}"
         return out.decode()
 
+    async def preflight(self, *args: str) -> tuple[int, dict[str, dict[str, str]]]:
+        """``cdo preflight -o json ARGS`` on this system: its exit code (0, 1 or 2, none of
+        them an error here) and its checks by name."""
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "CDO_NATS_URL")}
+        if self.nats_token_file:
+            env["CDO_NATS_TOKEN_FILE"] = self.nats_token_file
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cli", "preflight", "-o", "json", "--state-dir",
+            str(self.state_dir), *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        assert process.returncode is not None and out.startswith(b"{"), err.decode()
+        return process.returncode, {c["name"]: c for c in json.loads(out)["checks"]}
+
     async def capacity(self) -> dict[str, dict[str, Any]]:
         """Each clique's capacity as ``cdo status --json`` reads it from the NATS KV snapshots."""
         status = json.loads(await self.cdo("status", "--json"))

@@ -23,10 +23,12 @@ from shared.crds.names import (
 from shared.kube.apis import OPTIONAL_APIS, REQUIRED_APIS, missing_required_message
 from shared.kube.client import KubeClient
 from shared.kube.resources import DEPLOYMENTS, DEVICE_CLASSES, NAMESPACES, NODES
-from sim.kubeapi import ApiServer, KubeServer
+from sim.kubeapi import ApiServer, KubeServer, ServerConfig
+from sim.kubeapi.releases import SUPPORTED_RELEASES
 from sim.natsserver import free_port
 from tests.integration.cli.conftest import Result, acdo, dead_kubeconfig
 from tests.integration.cli.objects import A, condition
+from tests.support.releases import at_release
 
 NAMESPACE = "cdo-system"
 
@@ -70,23 +72,29 @@ async def ready_cluster(kube_client: KubeClient) -> KubeClient:
     return kube_client
 
 
-async def test_a_ready_cluster_before_install_passes(
-    ready_cluster: KubeClient, emulator: KubeServer, tmp_path: Path
+@pytest.mark.parametrize(
+    "emulator_config", [pytest.param(at_release(v)[0], id=v) for v in SUPPORTED_RELEASES]
+)
+async def test_a_ready_cluster_before_install_passes_at_every_release(
+    ready_cluster: KubeClient, emulator: KubeServer, emulator_config: ServerConfig, tmp_path: Path
 ) -> None:
+    release = emulator_config.kubernetes_version
     result, checks = await preflight(emulator.kubeconfig, tmp_path)
-    assert result.code == 0, result.stdout + result.stderr
-    assert {name: check["status"] for name, check in checks.items()} == {
-        "api-server": "ok", "dra": "ok",
-        **{f"optional-api/{api.name}": "ok" for api in OPTIONAL_APIS},
-        "nvidia-compute-domain-driver": "ok", "gpus": "ok", "cliques": "ok",
-        "clique-label": "ok", "installed": "skip",
+    rules = checks["optional-api/devicetaintrules.resource.k8s.io/v1"]
+    # DeviceTaintRule is served at resource.k8s.io/v1 by default only from 1.37.
+    assert (rules["status"], result.code) == (("ok", 0) if release == "1.37" else ("warn", 1))
+    assert {name: check["status"] for name, check in checks.items() if "optional" not in name} == {
+        "api-server": "ok", "dra": "ok", "nvidia-compute-domain-driver": "ok", "gpus": "ok",
+        "cliques": "ok", "clique-label": "ok", "installed": "skip",
     }  # fmt: skip
+    assert f"Kubernetes v{release}.0" in checks["api-server"]["message"]
     assert "8 GPUs on 2 nodes from NVIDIA's device plugin" in checks["gpus"]["message"]
+    if release != "1.37":
+        assert "the health monitor taints the whole node" in rules["message"]
     text = await acdo("preflight", "--kubeconfig", str(emulator.kubeconfig), "--state-dir",
                       str(tmp_path), env={"HOME": str(tmp_path)})  # fmt: skip
-    assert text.code == 0
+    assert text.code == result.code
     assert "  ok    dra: DRA's resource.k8s.io/v1 serves" in text.stdout
-    assert text.stdout.rstrip().endswith("ready for cdo: 7 ok, 0 warnings, 0 failures, 1 skipped")
 
 
 async def test_a_server_without_dra_fails_and_names_what_is_missing(
