@@ -168,6 +168,8 @@ class EventBus:
                 connected=lambda: self._outbox_started and self.is_connected,
             )
         self._callbacks: list[tuple[str, ConnectedCallback]] = []
+        self._running = False
+        """Set by run(): this bus keeps its connection itself (a service's)."""
         self._prepared = 0
         """The connection (by count) whose JetStream objects were set up last."""
         metrics.bus_connected.set_function(lambda: 1.0 if self.is_connected else 0.0)
@@ -262,6 +264,7 @@ class EventBus:
     async def run(self) -> None:
         """Root task of a service: connect (retrying forever), set every connection up, write
         snapshots and re-send unacknowledged events while connected. Never ends by itself."""
+        self._running = True
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._snapshots.run(), name="bus-snapshots")
             if self._outbox is not None:
@@ -384,15 +387,22 @@ class EventBus:
             if tracestate is not None:
                 lines += wire.header_line("tracestate", tracestate)
         block = place.block_start + lines.encode() + wire.END
+        # A client that connected without ensure_jetstream publishes plainly, as before it
+        # knows of a stream; a service's bus (run) keeps events until its connection is set up.
+        outbox = self._outbox
+        if outbox is not None and not (
+            self._outbox_started or self._running or not self.is_connected
+        ):
+            outbox = None
         try:
-            if self._outbox is None:
+            if outbox is None:
                 await self.nc.publish_block(place.subject, block, payload)
             else:
-                await self._outbox.publish(place.subject, block, payload)
+                await outbox.publish(place.subject, block, payload)
         except Exception as exc:
             tracing.mark_error(span, exc)
             self._metrics.publish_errors.labels(kind.ce_type).inc()
-            if self._outbox is None or (self._nc is not None and self._nc.is_closed):
+            if outbox is None or (self._nc is not None and self._nc.is_closed):
                 raise
             log.debug("publish failed, kept for re-sending", extra={"error": str(exc)})
         finally:
