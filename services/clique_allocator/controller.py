@@ -40,6 +40,9 @@ from shared.runtime import ServiceContext
 log = logging.getLogger("cdo.clique_allocator")
 
 COMPONENT = "clique-allocator"
+FEED_WAIT_S = 3.0
+"""How long a new leader waits for NATS (a process that just started is connecting) before it
+leads without the snapshots."""
 QUEUE = "placements"
 
 
@@ -93,6 +96,7 @@ class CliqueAllocator(LeaderElectedController):
         )
         self._readiness = ctx.readiness
         self._supervisor = ctx.supervisor
+        self._bus = ctx.bus
         self._leading = False
         ctx.bus.when_connected("capacity snapshots", self._catch_up)
 
@@ -111,6 +115,7 @@ class CliqueAllocator(LeaderElectedController):
         await self.caches.wait_synced()
         self.state.invalidate()
         self._leading = True
+        await self._bus.up_within(FEED_WAIT_S)
         await self.publisher.load()
         keys = {key_of(domain) for domain in self.caches.domains.cache.objects()}
         keys |= {key_of(placement) for placement in self.caches.placements.cache.objects()}

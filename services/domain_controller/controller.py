@@ -39,6 +39,9 @@ from shared.runtime import ServiceContext
 log = logging.getLogger("cdo.domain_controller")
 
 COMPONENT = "domain-controller"
+FEED_WAIT_S = 3.0
+"""How long a new leader waits for NATS (a process that just started is connecting) before it
+leads without the snapshots."""
 
 
 class DomainController(LeaderElectedController):
@@ -113,6 +116,7 @@ class DomainController(LeaderElectedController):
     async def _lead(self) -> None:
         await self.caches.wait_synced()
         self._leading = True
+        await self._bus.up_within(FEED_WAIT_S)
         await self._load_published()
         collected = await collect_orphans(
             caches=self.caches, writes=self.writes, ledger=self.ledger, reconciler=self.reconciler

@@ -168,6 +168,8 @@ class EventBus:
                 connected=lambda: self._outbox_started and self.is_connected,
             )
         self._callbacks: list[tuple[str, ConnectedCallback]] = []
+        self._set_up = asyncio.Event()
+        """Set once run() has set the current connection up; cleared while it sets one up."""
         self._running = False
         """Set by run(): this bus keeps its connection itself (a service's)."""
         self._prepared = 0
@@ -218,6 +220,21 @@ class EventBus:
     def _keep(self, nc: BusClient) -> None:
         # Connected as the task was cancelled: held, so that close() still closes it.
         self._nc = nc
+
+    @property
+    def feed_up(self) -> bool:
+        """Connected, and (for a service's bus) the connection is set up: stream and bucket
+        there, subscriptions made, kept events sent."""
+        if not self.is_connected:
+            return False
+        return not self._running or self._set_up.is_set()
+
+    async def up_within(self, wait_s: float) -> bool:
+        """Wait at most ``wait_s`` for the feed to be up (a service that just started gives
+        its first connection this long before it goes on without); whether it is."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._set_up.wait(), wait_s)
+        return self.feed_up
 
     async def wait_connected(self) -> None:
         """Wait until the first connection is made (by :meth:`run`)."""
@@ -280,8 +297,10 @@ class EventBus:
             self._nc.reconnect_forever()
         while True:
             seen = self._watch.connections
-            if self._prepared < seen:  # not already set up by a client's ensure_jetstream
+            if self._prepared < seen:
                 await self._set_up_connection()
+            else:  # set up already by a client's own ensure_jetstream
+                self._set_up.set()
             while self._outbox is not None and self._outbox.plain:
                 # No stream when this connection was set up: its creator may come later.
                 with contextlib.suppress(TimeoutError):
@@ -297,6 +316,7 @@ class EventBus:
     async def _set_up_connection(self) -> None:
         """What every connection needs, tried again with the backoff while it fails (JetStream
         may still be loading on a server that just restarted)."""
+        self._set_up.clear()
         failures = 0
         while self.is_connected and not self._stopping:
             try:
@@ -319,6 +339,7 @@ class EventBus:
             break
         else:
             return
+        self._set_up.set()
         await self._run_callbacks()
 
     async def _prepare_connection(self) -> None:
@@ -545,8 +566,18 @@ class EventBus:
         Raises BusUnavailableError while NATS is not connected: the caller goes on without
         them (a publisher then publishes what it has, and catches up in a ``when_connected``
         callback)."""
-        if not self.is_connected:
-            raise BusUnavailableError("NATS is not connected: no snapshots to read")
+        if not self.feed_up:
+            raise BusUnavailableError("NATS is not connected (or not set up yet): no snapshots")
+        try:
+            # nats-py may swallow a cancellation in the middle: raised again at the end.
+            return await cancellable(self._read_snapshots(keys))
+        except (nats_errors.Error, TimeoutError) as exc:
+            # The connection or the bucket went away meanwhile: the same as not connected.
+            raise BusUnavailableError(
+                f"cannot read the snapshots: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def _read_snapshots(self, keys: str) -> list[Event]:
         if self._kv is None:
             self._kv = await self.js.key_value(self._settings.snapshot_bucket)
         events: list[Event] = []
