@@ -41,7 +41,11 @@ from tests.e2e.whole_system import (
 )
 from tests.support.wait import wait_for
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+]
 
 NAMESPACE = "outage"
 DOMAIN = "dark"
