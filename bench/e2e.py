@@ -70,7 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -212,11 +212,20 @@ class Bench:
 
 
 async def measure(
-    bench: Bench, scenario: Scenario, *, runs: int, timeout_s: float, say: Callable[[str], None]
+    bench: Bench,
+    scenario: Scenario,
+    *,
+    runs: int,
+    timeout_s: float,
+    say: Callable[[str], None],
+    before_run: Callable[[int], Awaitable[None]] | None = None,
 ) -> Samples:
+    """``runs`` timed applies of ``scenario``, each deleted again; ``before_run(run)`` first."""
     samples = Samples(scenario)
     manifest = await bench.prepare(scenario)
     for run in range(1, runs + 1):
+        if before_run is not None:
+            await before_run(run)
         try:
             seconds = await bench.apply_until_done(scenario, manifest, timeout_s)
         except TimeoutError as exc:
@@ -300,31 +309,27 @@ async def measure_nats_outage(
         key="nats_outage",
         title="nats-outage: (a) with NATS down",
     )
-    manifest = await bench.prepare(scenario)
-    await bench.client.create(
-        RESOURCE_CLAIM_TEMPLATES,
-        other_driver_template(scenario.namespace),
-        namespace=scenario.namespace,
-    )
     nats = await stop_nats(bench.state_dir)
+    others_refused = 0
+
+    async def other_driver_pod(run: int) -> None:
+        # A pod of another DRA driver, created as each run starts: never refused.
+        nonlocal others_refused
+        if run == 1:
+            await bench.client.create(
+                RESOURCE_CLAIM_TEMPLATES,
+                other_driver_template(scenario.namespace),
+                namespace=scenario.namespace,
+            )
+        if not await admit_other_pod(bench.client, f"other-{run}", scenario.namespace):
+            others_refused += 1
+
     try:
         await restart_control_plane(bench.state_dir, timeout_s=timeout_s)
         say("  nats-outage: NATS stopped, control plane restarted without it")
-        samples = Samples(scenario)
-        others_refused = 0
-        for run in range(1, runs + 1):
-            if not await admit_other_pod(bench.client, f"other-{run}", scenario.namespace):
-                others_refused += 1
-            try:
-                seconds = await bench.apply_until_done(scenario, manifest, timeout_s)
-            except TimeoutError as exc:
-                samples.timeouts += 1
-                seconds = timeout_s
-                say(f"  nats_outage run {run}/{runs}: {exc}")
-            else:
-                say(f"  nats_outage run {run}/{runs}: {seconds:.2f} s")
-            samples.seconds.append(seconds)
-            await bench.delete(scenario, manifest, timeout_s)
+        samples = await measure(
+            bench, scenario, runs=runs, timeout_s=timeout_s, say=say, before_run=other_driver_pod
+        )
         refused = others_refused + await refused_pods(bench.client, scenario.namespace)
     finally:
         start_nats(bench.state_dir, nats)

@@ -12,8 +12,6 @@ brought up to date.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +21,14 @@ import pytest
 import pytest_asyncio
 from opentelemetry.sdk.trace import TracerProvider
 
+from bench._e2e_outage import (
+    OTHER_TEMPLATE,
+    other_driver_pod,
+    other_driver_template,
+    restart_control_plane,
+    start_nats,
+    stop_nats,
+)
 from shared.bus import EventBus, NatsSettings, StartAt
 from shared.bus.history import Delivery
 from shared.events import CliqueCapacity, DomainMembershipChanged
@@ -32,9 +38,8 @@ from shared.kube.resources import PODS, RESOURCE_CLAIM_TEMPLATES
 from shared.metrics import Metrics
 from sim.control.state import read_controlplane
 from tests.e2e.whole_system import (
-    CLIQUE_ALLOCATOR,
-    DOMAIN_CONTROLLER,
     GPUS_PER_NODE,
+    SYSTEM_STEP_S,
     WholeSystem,
     gated,
     running_whole_system,
@@ -50,8 +55,6 @@ pytestmark = [
 NAMESPACE = "outage"
 DOMAIN = "dark"
 PODS_OF_DOMAIN = 2
-OTHER_CLASS = "other.example.com"
-"""A DeviceClass of another DRA driver: its pods are none of cdo's business."""
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -60,49 +63,10 @@ async def system() -> AsyncIterator[WholeSystem]:
         yield running
 
 
-def other_driver_objects() -> tuple[dict[str, Any], dict[str, Any]]:
-    """A claim template of another driver's DeviceClass and a pod that uses it."""
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "other-rct"},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "dev", "exactly": {"deviceClassName": OTHER_CLASS}}]
-                }
-            }
-        },
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "other-driver"},
-        "spec": {
-            "containers": [{"name": "main", "image": "registry.example.com/app:1"}],
-            "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": "other-rct"}],
-        },
-    }
-    return template, pod
-
-
 def readyz(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url + "/readyz", timeout=5) as response:
         body: dict[str, Any] = json.loads(response.read())
         return body
-
-
-async def restart_control_plane(system: WholeSystem) -> None:
-    """SIGKILL both services; their control plane starts them again."""
-    old = {name: system.service_pid(name) for name in (DOMAIN_CONTROLLER, CLIQUE_ALLOCATOR)}
-    for pid in old.values():
-        os.kill(pid, signal.SIGKILL)
-
-    def restarted() -> bool:
-        info = read_controlplane(system.state_dir)
-        return info is not None and all(info.services[name].pid != pid for name, pid in old.items())
-
-    await wait_for(restarted, timeout=60, interval=0.2, what="both services started again")
 
 
 async def reader(system: WholeSystem) -> EventBus:
@@ -121,8 +85,8 @@ async def test_a_nats_outage_stops_no_domain_and_no_pod_and_the_feed_catches_up(
     system: WholeSystem,
 ) -> None:
     await system.create_namespace(NAMESPACE)
-    nats = await system.stop_nats()
-    await restart_control_plane(system)
+    nats = await stop_nats(system.state_dir)
+    await restart_control_plane(system.state_dir, timeout_s=SYSTEM_STEP_S)
     await system.wait_services_ready()
     info = read_controlplane(system.state_dir)
     assert info is not None
@@ -130,8 +94,9 @@ async def test_a_nats_outage_stops_no_domain_and_no_pod_and_the_feed_catches_up(
         assert readyz(service.probe_url) == {"ready": True, "failing": [], "degraded": ["nats"]}
 
     # Another driver's pod is admitted, untouched.
-    template, pod = other_driver_objects()
+    template = other_driver_template(NAMESPACE)
     await system.client.create(RESOURCE_CLAIM_TEMPLATES, template, namespace=NAMESPACE)
+    pod = other_driver_pod("other-driver", NAMESPACE)
     raw = await system.client.create(PODS, pod, namespace=NAMESPACE)
     assert not gated(msgspec.json.decode(raw, type=Pod))
 
@@ -144,7 +109,7 @@ async def test_a_nats_outage_stops_no_domain_and_no_pod_and_the_feed_catches_up(
 
     # NATS is back, same port and store: what was published meanwhile arrives, and the
     # snapshots say what Kubernetes says.
-    system.start_nats(nats)
+    start_nats(system.state_dir, nats)
     bus = await reader(system)
     try:
         key = DOMAIN_SNAPSHOT.render(namespace=NAMESPACE, name=DOMAIN)
@@ -192,5 +157,5 @@ async def test_a_nats_outage_stops_no_domain_and_no_pod_and_the_feed_catches_up(
     finally:
         await bus.close()
     await system.client.delete(PODS, "other-driver", namespace=NAMESPACE)
-    await system.client.delete(RESOURCE_CLAIM_TEMPLATES, "other-rct", namespace=NAMESPACE)
+    await system.client.delete(RESOURCE_CLAIM_TEMPLATES, OTHER_TEMPLATE, namespace=NAMESPACE)
     await system.clean_up(NAMESPACE)

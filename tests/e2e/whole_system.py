@@ -101,7 +101,6 @@ KEEP_ENV = "CDO_E2E_KEEP"
 DOMAIN_CONTROLLER = "domain-controller"
 CLIQUE_ALLOCATOR = "clique-allocator"
 NODE_HOST_MARKER = "-m sim.nodehost"
-NATS_MARKER = "nats-server"
 
 
 class _Items(msgspec.Struct):
@@ -568,21 +567,6 @@ class WholeSystem:
     def start_node_host(self, command: Command) -> int:
         """Start the node host again as ``cdo sim up`` did; ``cdo sim down`` stops the new one."""
         return respawn(self.state_dir, self._started(NODE_HOST_MARKER), command).pid
-
-    async def stop_nats(self) -> Command:
-        """Stop the system's nats-server (SIGTERM) and wait until it is gone; what it ran with,
-        to start it again on the same port and store."""
-        started = self._started(NATS_MARKER)
-        command = Command.of(started.pid)
-        os.kill(started.pid, signal.SIGTERM)
-        await wait_for(
-            lambda: not alive(started.pid, NATS_MARKER), timeout=30, what="nats-server gone"
-        )
-        return command
-
-    def start_nats(self, command: Command) -> int:
-        """Start the nats-server again as ``cdo sim up`` did (same port, same store)."""
-        return respawn(self.state_dir, self._started(NATS_MARKER), command).pid
 
     def _started(self, marker: str) -> Started:
         record = read_record(self.state_dir)
