@@ -286,19 +286,25 @@ class EventBus:
             tasks.create_task(self._snapshots.run(), name="bus-snapshots")
             if self._outbox is not None:
                 tasks.create_task(self._outbox.run(), name="bus-outbox")
-            tasks.create_task(self._follow_connections(), name="bus-connection")
+            tasks.create_task(self._follow_connections(tasks), name="bus-connection")
 
-    async def _follow_connections(self) -> None:
+    async def _follow_connections(self, tasks: asyncio.TaskGroup) -> None:
         if self._nc is None:
             self._nc = await connect_forever(
                 self._settings, name=self._name, watch=self._watch, keep=self._keep
             )
         else:
             self._nc.reconnect_forever()
+        callbacks: asyncio.Task[None] | None = None
         while True:
             seen = self._watch.connections
             if self._prepared < seen:
-                await self._set_up_connection()
+                if await self._set_up_connection() and self._callbacks:
+                    # In a task of their own: a slow callback never holds up the next
+                    # connection's set-up; a new connection's callbacks replace the old ones.
+                    if callbacks is not None:
+                        callbacks.cancel()
+                    callbacks = tasks.create_task(self._run_callbacks(), name="bus-callbacks")
             else:  # set up already by a client's own ensure_jetstream
                 self._set_up.set()
             while self._outbox is not None and self._outbox.plain:
@@ -313,9 +319,10 @@ class EventBus:
                     await self.ensure_jetstream()
             await self._watch.next_connection(after=seen)
 
-    async def _set_up_connection(self) -> None:
+    async def _set_up_connection(self) -> bool:
         """What every connection needs, tried again with the backoff while it fails (JetStream
-        may still be loading on a server that just restarted)."""
+        may still be loading on a server that just restarted); False if the connection went
+        away first."""
         self._set_up.clear()
         failures = 0
         while self.is_connected and not self._stopping:
@@ -338,9 +345,9 @@ class EventBus:
                 continue
             break
         else:
-            return
+            return False
         self._set_up.set()
-        await self._run_callbacks()
+        return True
 
     async def _prepare_connection(self) -> None:
         await self.ensure_jetstream()
@@ -354,8 +361,6 @@ class EventBus:
         self._snapshots.rewrite_all()
 
     async def _run_callbacks(self) -> None:
-        if not self._callbacks:
-            return
         await self.acknowledged(CATCH_UP_WAIT_S)
         with contextlib.suppress(Exception):
             await self._snapshots.flush()
