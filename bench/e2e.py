@@ -432,7 +432,7 @@ def report(
                 outage.samples.scenario.title,
                 outage.samples.seconds,
                 outage.samples.timeouts,
-                target=f"<= {NATS_OUTAGE_TARGET}x (a)",
+                target=f"{NATS_OUTAGE_TARGET}x (a)",
             )
         )
     fault_p50 = statistics.median(r.recovered_s for r in recoveries) if recoveries else 0.0
