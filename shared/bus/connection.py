@@ -3,8 +3,8 @@
 :func:`connect` makes one connection within the reconnect budget of the settings (what a
 command or a test's client wants); a service keeps its connection for life through
 :mod:`shared.bus.link`. :class:`ConnectionWatch` follows a connection through nats-py's
-callbacks: it counts connections, says when the feed goes down and comes back (one log line
-per change) and records a deliberate close.
+callbacks: it counts connections and says when the feed goes down and comes back (one log line
+per change).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ class ConnectionWatch:
     """
 
     def __init__(self) -> None:
-        self.closed = asyncio.Event()
         self.disconnects = 0
         self.reconnects = 0
         self.connections = 0
@@ -93,7 +92,6 @@ class ConnectionWatch:
         if not self._established:
             return
         log.info("nats connection closed")
-        self.closed.set()
 
 
 def _tls_context(settings: NatsSettings) -> ssl.SSLContext | None:
