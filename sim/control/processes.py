@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+import msgspec
+
 from shared.command_errors import CommandError
-from sim.control.state import Started
+from sim.control.state import Started, read_record, write_record
 
 T = TypeVar("T")
 
@@ -97,6 +99,35 @@ def spawn(
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
         )
     return Started(name=name, pid=pid, marker=marker, log=str(log))
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True):
+    """A running process's command line and environment, read from /proc: what it takes to
+    start it again the same way (same ports, same store)."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, pid: int) -> Command:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
+        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+        return cls(argv=[part.decode() for part in argv], env=env)
+
+
+def respawn(state_dir: Path, started: Started, command: Command) -> Started:
+    """Start ``command`` again in place of the recorded process ``started`` (stopped or
+    killed meanwhile), into its log, and record the new pid so that ``cdo sim down`` stops
+    it."""
+    again = spawn(
+        started.name, command.argv, log=Path(started.log), marker=started.marker, env=command.env
+    )
+    record = read_record(state_dir)
+    if record is not None:
+        processes = tuple(again if p.marker == started.marker else p for p in record.processes)
+        write_record(state_dir, msgspec.structs.replace(record, processes=processes))
+    return again
 
 
 def tail(path: str, lines: int = 15) -> str:
