@@ -13,9 +13,10 @@ The checks, by section (their ``name`` is stable, for ``-o json``):
   it), ``nvidia-compute-domain-driver`` (NVIDIA's ComputeDomain driver still installed);
 - nodes: ``gpus`` (device plugin or GPU DRA driver), ``cliques`` (``nvidia.com/gpu.clique``),
   ``clique-label`` (GPU Feature Discovery writing it too);
-- cdo, once installed: ``services`` (its Deployments and DaemonSets ready), ``webhook`` (the API
-  server reaches it), ``webhook-certificate`` (expiry), ``nats``, and the IMEX agents' findings
-  on their nodes: ``host-imex-service``, ``imex-programs``, ``cdi``, ``imex-ready``.
+- cdo, once installed: ``services`` (its Deployments and DaemonSets ready), ``webhook`` (it
+  answers, and a domain's pod is never admitted ungated), ``webhook-certificate`` (expiry),
+  ``nats``, and the IMEX agents' findings on their nodes: ``host-imex-service``,
+  ``imex-programs``, ``cdi``, ``imex-ready``.
 """
 
 from __future__ import annotations
@@ -315,30 +316,37 @@ def webhook(facts: Facts) -> Check:
         return check(
             "fail",
             "the MutatingWebhookConfiguration cdo-clique-allocator is missing: a domain's pods "
-            "get no scheduling gate and are scheduled anywhere",
+            "get no scheduling gate",
             "apply deploy/ again (kubectl apply -k deploy/kustomize/overlays/<overlay>)",
         )
-    if hook.probe == "admitted":
-        return check("ok", "the API server reaches the pod webhook (a dry-run pod went through)")
+    if hook.failure_policy == "Ignore" and not hook.gate_policy:
+        return check(
+            "fail",
+            "the pod webhook's failurePolicy is Ignore but the ValidatingAdmissionPolicy "
+            "cdo-pod-gate (or its binding) is missing: a domain's pod the allocator does not "
+            "answer for is admitted ungated and scheduled anywhere",
+            "apply deploy/ again (deploy/kustomize/base/clique-allocator/pod-gate-policy.yaml)",
+        )
+    answering = {
+        "admitted": "the API server reaches the pod webhook (a dry-run pod went through it)",
+        "answered": f"the pod webhook answers: {hook.probe_message}",
+        "endpoints": f"the pod webhook has somewhere to answer: {hook.probe_message}",
+    }
+    if hook.probe in answering:
+        return check("ok", answering[hook.probe])
     if hook.probe == "failed":
         return check(
             "fail",
-            f"the API server cannot call the pod webhook: {hook.probe_message}",
-            f"kubectl -n {facts.namespace} get endpoints cdo-clique-allocator; check the "
-            "allocator's pods and the webhook's caBundle",
-        )
-    if hook.probe == "ignored":
-        return check(
-            "warn",
-            "the pod webhook's failurePolicy is Ignore: when it does not answer, a domain's pods "
-            "are admitted without their gate and scheduled anywhere (and this check cannot tell "
-            "whether it answers)",
-            "set failurePolicy: Fail, as deploy/ does",
+            f"the pod webhook does not answer: {hook.probe_message}",
+            f"kubectl -n {facts.namespace} get pods,endpointslices -l "
+            "app.kubernetes.io/name=cdo-clique-allocator; check the allocator's pods and the "
+            "webhook's caBundle",
         )
     return check(
         "warn",
         f"the pod webhook could not be tried: {hook.probe_message or 'not probed'}",
-        "run cdo preflight as a user who may create pods (a server-side dry run)",
+        "run cdo preflight as a user who may create pods (a server-side dry run) and read "
+        "EndpointSlices",
     )
 
 

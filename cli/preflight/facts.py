@@ -61,9 +61,15 @@ class WebhookFacts(msgspec.Struct, frozen=True, kw_only=True):
     """The allocator's pod webhook: registered, answering, and its serving certificate."""
 
     configured: bool = False
+    failure_policy: str = ""
+    gate_policy: bool = False
+    """The ValidatingAdmissionPolicy ``cdo-pod-gate`` and its binding exist: a domain's pod
+    the webhook did not gate is refused."""
     probe: str = "not_probed"
-    """``admitted`` (a dry-run pod went through it), ``failed``, ``forbidden``, ``ignored``
-    (its failurePolicy is Ignore: a dry run cannot tell), ``not_probed``."""
+    """How the webhook was found answering: ``admitted`` (a dry-run pod went through it,
+    failurePolicy Fail), ``answered`` (it answered an AdmissionReview sent to its URL),
+    ``endpoints`` (its Service has ready endpoints); or ``failed``, ``forbidden``,
+    ``not_probed``."""
     probe_message: str = ""
     certificate_source: str = ""
     """Where the serving certificate was read: a Secret, or the endpoint itself."""

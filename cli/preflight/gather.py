@@ -5,11 +5,16 @@ Every request has the CLI's short timeout. An API server that cannot be reached 
 that names one) is a fact (:attr:`ApiFacts.problem`), not an error: the command says so as a
 failed check. The other reads that the server refuses are named in :attr:`Facts.unreadable`.
 
-The pod webhook is tried as the API server calls it: a server-side dry run (``dryRun=All``)
-creating a pod in ``default`` with a claim made from a template, which the webhook's match
-conditions send to it; nothing is stored. Its serving certificate is read from the Secret the
-allocator mounts (``cdo-clique-allocator-webhook-tls``) when the webhook is a Service, or from
-a TLS handshake with its endpoint when it is a URL (the simulator's).
+The pod webhook is tried as the API server would reach it. With ``failurePolicy: Fail``, a
+server-side dry run (``dryRun=All``) creating a pod in ``default`` with a claim made from a
+template, which the webhook's match conditions send to it (nothing is stored; a webhook that
+does not answer fails it). With ``Ignore`` (deploy/'s: an unanswered pod is admitted as it is,
+and the ValidatingAdmissionPolicy ``cdo-pod-gate`` refuses a domain's pod that came through
+ungated) a dry run passes whatever happens, so: a webhook registered by URL (the simulator's)
+is sent an AdmissionReview of that pod directly, over TLS checked against its ``caBundle``; one
+registered as a Service is judged by the Service's ready endpoints (its EndpointSlices). The
+serving certificate is read from the Secret the allocator mounts
+(``cdo-clique-allocator-webhook-tls``) for a Service, or from a TLS handshake with the URL.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import asyncio
 import base64
 import contextlib
 import ssl
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import msgspec
 from cryptography import x509
 
@@ -64,8 +71,30 @@ MUTATING_WEBHOOKS = Resource(
     kind="MutatingWebhookConfiguration",
     namespaced=False,
 )
+VALIDATING_POLICIES = Resource(
+    group="admissionregistration.k8s.io",
+    version="v1",
+    plural="validatingadmissionpolicies",
+    kind="ValidatingAdmissionPolicy",
+    namespaced=False,
+)
+POLICY_BINDINGS = Resource(
+    group="admissionregistration.k8s.io",
+    version="v1",
+    plural="validatingadmissionpolicybindings",
+    kind="ValidatingAdmissionPolicyBinding",
+    namespaced=False,
+)
+ENDPOINT_SLICES = Resource(
+    group="discovery.k8s.io",
+    version="v1",
+    plural="endpointslices",
+    kind="EndpointSlice",
+    namespaced=True,
+)
 WEBHOOK = "cdo-clique-allocator"
 WEBHOOK_SECRET = "cdo-clique-allocator-webhook-tls"
+GATE_POLICY = "cdo-pod-gate"
 WORKLOADS = (
     (DEPLOYMENTS, "cdo-domain-controller"),
     (DEPLOYMENTS, "cdo-clique-allocator"),
@@ -283,14 +312,21 @@ async def _webhook(reads: _Reads, namespace: str) -> WebhookFacts:
     if raw is None:
         return WebhookFacts()
     configuration = msgspec.json.decode(raw)
-    hooks = configuration.get("webhooks") or [{}]
-    client_config = hooks[0].get("clientConfig") or {}
-    if hooks[0].get("failurePolicy") == "Ignore":
-        # A webhook that cannot be called lets the dry run through: the probe cannot tell.
-        probe, message = "ignored", "its failurePolicy is Ignore"
-    else:
-        probe, message = await _probe(reads.client)
+    hook = (configuration.get("webhooks") or [{}])[0]
+    client_config = hook.get("clientConfig") or {}
+    policy = hook.get("failurePolicy") or "Fail"
     url = client_config.get("url") or ""
+    service = client_config.get("service") or {}
+    if policy != "Ignore":
+        probe, message = await _probe(reads.client)
+    elif url:
+        probe, message = await _review(url, client_config.get("caBundle") or "")
+    else:
+        probe, message = await _endpoints(reads, service, namespace)
+    gate_policy = (
+        await reads.get(VALIDATING_POLICIES, GATE_POLICY) is not None
+        and await reads.get(POLICY_BINDINGS, GATE_POLICY) is not None
+    )
     if url:
         source = f"the endpoint {url}"
         expires, problem = await _endpoint_certificate(url)
@@ -299,6 +335,8 @@ async def _webhook(reads: _Reads, namespace: str) -> WebhookFacts:
         expires, problem = await _secret_certificate(reads.client, namespace)
     return WebhookFacts(
         configured=True,
+        failure_policy=policy,
+        gate_policy=gate_policy,
         probe=probe,
         probe_message=message,
         certificate_source=source,
@@ -318,6 +356,67 @@ async def _probe(client: KubeClient) -> tuple[str, str]:
             return "not_probed", exc.message
         return "failed", exc.message
     return "admitted", ""
+
+
+async def _review(url: str, ca_bundle: str) -> tuple[str, str]:
+    """Send the webhook an AdmissionReview of the probe pod, as the API server would."""
+    uid = str(uuid.uuid4())
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": PROBE_NAMESPACE,
+            "operation": "CREATE",
+            "userInfo": {"username": "cdo-preflight"},
+            "object": probe_pod(),
+            "dryRun": True,
+        },
+    }
+    try:
+        cadata = base64.b64decode(ca_bundle).decode() if ca_bundle else None
+        context = ssl.create_default_context(cadata=cadata)
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDSHAKE_TIMEOUT_S)) as http,
+            http.post(url, json=review, ssl=context) as response,
+        ):
+            body = await response.read()
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, ssl.SSLError) as exc:
+        return "failed", f"{url}: {exc!r}"
+    if response.status != 200:
+        return "failed", f"{url} answered HTTP {response.status}: {body[:200]!r}"
+    try:
+        answer = msgspec.json.decode(body).get("response") or {}
+    except (msgspec.DecodeError, AttributeError):
+        return "failed", f"{url} answered something other than an AdmissionReview: {body[:200]!r}"
+    if answer.get("uid") != uid:
+        return "failed", f"{url} answered no AdmissionReview response for the request"
+    return "answered", f"{url} answered an AdmissionReview (allowed: {answer.get('allowed')})"
+
+
+async def _endpoints(reads: _Reads, service: dict[str, Any], namespace: str) -> tuple[str, str]:
+    """How many ready endpoints the webhook's Service has (its EndpointSlices)."""
+    name = service.get("name") or WEBHOOK
+    where = service.get("namespace") or namespace
+    raw = await reads.attempt(
+        f"endpointslices of Service {where}/{name}",
+        lambda: reads.client.list(
+            ENDPOINT_SLICES, namespace=where, label_selector=f"kubernetes.io/service-name={name}"
+        ),
+    )
+    if raw is None:
+        return "not_probed", f"the EndpointSlices of Service {where}/{name} could not be read"
+    ready = sum(
+        1
+        for piece in msgspec.json.decode(raw).get("items") or ()
+        for endpoint in piece.get("endpoints") or ()
+        if (endpoint.get("conditions") or {}).get("ready", True)
+    )
+    if ready == 0:
+        return "failed", f"Service {where}/{name} has no ready endpoint (no allocator pod ready)"
+    return "endpoints", f"Service {where}/{name} has {ready} ready endpoints"
 
 
 async def _secret_certificate(client: KubeClient, namespace: str) -> tuple[datetime | None, str]:

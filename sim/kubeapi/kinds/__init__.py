@@ -11,6 +11,7 @@ from sim.kubeapi.kinds import (
     core,
     cronjobs,
     devicetaints,
+    discovery,
     dra,
     events,
     networking,
@@ -220,6 +221,13 @@ def register_builtins(registry: Registry, release: Release | None = None) -> Non
             "NetworkPolicy",
             networking.NetworkPolicyStrategy(),
             short=("netpol",),
+        ),
+        _rt(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            discovery.EndpointSliceStrategy(),
         ),
         _rt(
             "apiextensions.k8s.io",

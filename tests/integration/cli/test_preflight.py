@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from cli.preflight.gather import DAEMON_SETS, MUTATING_WEBHOOKS
+from cli.preflight.gather import DAEMON_SETS, ENDPOINT_SLICES, MUTATING_WEBHOOKS
+from services.clique_allocator.webhook.configuration import ServiceReference, webhook_configuration
+from shared.crds import install_crds
 from shared.crds.names import (
     CDI_ENABLED_CONDITION,
     CLIQUE_LABEL,
@@ -26,6 +28,7 @@ from shared.kube.resources import DEPLOYMENTS, DEVICE_CLASSES, NAMESPACES, NODES
 from sim.kubeapi import ApiServer, KubeServer, ServerConfig
 from sim.kubeapi.releases import SUPPORTED_RELEASES
 from sim.natsserver import free_port
+from sim.podgate import install_pod_gate
 from tests.integration.cli.conftest import Result, acdo, dead_kubeconfig
 from tests.integration.cli.objects import A, condition
 from tests.support.releases import at_release
@@ -217,3 +220,45 @@ async def test_after_install_the_broken_parts_are_named(
     assert "systemctl disable --now nvidia-imex" in checks["host-imex-service"]["hint"]
     assert "1 node: gpu-2" in checks["cdi"]["message"]
     assert "enable_cdi = false" in checks["cdi"]["message"]
+
+
+async def test_a_service_webhook_without_a_ready_endpoint_fails(
+    ready_cluster: KubeClient, emulator: KubeServer, tmp_path: Path
+) -> None:
+    """deploy/'s registration: a Service, failurePolicy Ignore, and the cdo-pod-gate policy."""
+    client = ready_cluster
+    await install_crds(client)
+    await install_pod_gate(client)
+    await client.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    await client.create(
+        MUTATING_WEBHOOKS,
+        webhook_configuration(
+            ca_bundle=b"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+            service=ServiceReference(namespace=NAMESPACE, name="cdo-clique-allocator"),
+        ),
+    )
+    slice_of = {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "cdo-clique-allocator-a", "namespace": NAMESPACE,
+                     "labels": {"kubernetes.io/service-name": "cdo-clique-allocator"}},
+        "addressType": "IPv4", "ports": [{"port": 8443}],
+        "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": False}}],
+    }  # fmt: skip
+    await client.create(ENDPOINT_SLICES, slice_of, namespace=NAMESPACE)
+    result, checks = await preflight(emulator.kubeconfig, tmp_path)
+    assert result.code == 2
+    assert checks["webhook"]["status"] == "fail"
+    assert "has no ready endpoint" in checks["webhook"]["message"]
+    assert (
+        "Secret cdo-system/cdo-clique-allocator-webhook-tls does not exist"
+        in (checks["webhook-certificate"]["message"])
+    )
+
+    ready = {"addresses": ["10.0.0.7"], "conditions": {"ready": True}}
+    await client.patch(ENDPOINT_SLICES, "cdo-clique-allocator-a", {"endpoints": [ready]},
+                       namespace=NAMESPACE)  # fmt: skip
+    result, checks = await preflight(emulator.kubeconfig, tmp_path)
+    assert checks["webhook"]["status"] == "ok"
+    assert "has 1 ready endpoints" in checks["webhook"]["message"]

@@ -222,8 +222,17 @@ def test_the_webhook_and_its_certificate() -> None:
         installed(webhook=WebhookFacts(configured=True, probe="forbidden"))
     )
     assert forbidden.status == "warn"
-    ignored = preflight.webhook(installed(webhook=WebhookFacts(configured=True, probe="ignored")))
-    assert ignored.status == "warn" and "failurePolicy is Ignore" in ignored.message
+    # deploy/'s: failurePolicy Ignore, with the policy that refuses a domain's ungated pod.
+    ignore = WebhookFacts(configured=True, failure_policy="Ignore", gate_policy=True)
+    answered = msgspec.structs.replace(ignore, probe="answered", probe_message="https://x answered")
+    assert preflight.webhook(installed(webhook=answered)).status == "ok"
+    endpoints = msgspec.structs.replace(ignore, probe="endpoints", probe_message="2 ready")
+    assert preflight.webhook(installed(webhook=endpoints)).status == "ok"
+    unguarded = msgspec.structs.replace(answered, gate_policy=False)
+    check = preflight.webhook(installed(webhook=unguarded))
+    assert check.status == "fail" and "cdo-pod-gate" in check.message
+    no_pod = msgspec.structs.replace(ignore, probe="failed", probe_message="no ready endpoint")
+    assert preflight.webhook(installed(webhook=no_pod)).status == "fail"
 
     def certificate(days: float) -> Check:
         hook = WebhookFacts(configured=True, certificate_source="s",
