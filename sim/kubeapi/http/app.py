@@ -32,6 +32,7 @@ from sim.kubeapi.machinery.query import (
     field_validation,
     list_options,
     parse_bool,
+    parse_duration,
 )
 from sim.kubeapi.reads import tables
 from sim.kubeapi.reads.listing import Representation, list_objects, render_list
@@ -212,7 +213,15 @@ class ApiServer:
         is_watch = _is_watch(request, info)
         verb = _verb(method, name, is_watch)
         delay = self.faults.latency(verb, rt.plural)
+        # A write's ``timeout`` bounds it until it is applied, as the real server's timeout
+        # filter does: one that cannot be applied within it is answered 504 and never applied.
+        limit = parse_duration(query, "timeout") if method != "GET" else None
         if delay > 0:
+            if limit is not None and delay >= limit:
+                await asyncio.sleep(limit)
+                raise errors.timeout(
+                    "request did not complete within requested timeout - context deadline exceeded"
+                )
             await asyncio.sleep(delay)
         failure = self.faults.take_failure(verb, rt.plural, rt.group, name or "")
         if failure is not None:
