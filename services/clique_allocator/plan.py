@@ -39,7 +39,7 @@ from services.clique_allocator.gang import (
 )
 from services.clique_allocator.objects import finished
 from services.clique_allocator.placement import ClusterView, NodeLimits
-from services.clique_allocator.planning.failover import FailedOver, fail_over
+from services.clique_allocator.planning.failover import FailedOver, Waited, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
     Hold,
@@ -95,13 +95,15 @@ def plan_domain(
     view: ClusterView,
     ranks: Mapping[str, int] | None = None,
     now: datetime | None = None,
+    waited: Waited | None = None,
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int] = plugin_gpus,
     limits: LimitsOf | None = None,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
-    seconds, UTC) times failover, which is off without it; ``nodes_without_nvlink`` counts the
+    seconds, UTC) stamps failover, which is off without it, and ``waited`` says how long a stuck
+slice has waited (``planning/failover.py``, clock skew); ``nodes_without_nvlink`` counts the
     GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of``
     tells the GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA
     claims); ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node
@@ -139,6 +141,7 @@ def plan_domain(
         view=view,
         ranks=ranks,
         now=now,
+        waited=waited,
         gpus_of=gpus_of,
     )
 
@@ -206,6 +209,7 @@ def _plan(
     view: ClusterView,
     ranks: Mapping[str, int] | None,
     now: datetime | None,
+    waited: Waited | None,
     gpus_of: Callable[[Pod], int],
 ) -> Plan:
     """Release, reserve, pin, hold (the module docstring)."""
@@ -223,7 +227,7 @@ def _plan(
     before = holds_of(placement) if placement is not None else []
     failed_over = _release(
         key=key, domain=domain, before=before, pods=pods, ask=ask, places=places, view=view,
-        ranks=ranks, now=now,
+        ranks=ranks, now=now, waited=waited,
     )  # fmt: skip
     released = failed_over.released
     growth = plan_growth(
@@ -264,6 +268,7 @@ def _release(
     view: ClusterView,
     ranks: Mapping[str, int],
     now: datetime | None,
+    waited: Waited | None,
 ) -> FailedOver:
     """What the record still holds once gone pods and lost nodes are let go, and once slices
     stuck past their grace fail over (only with a clock to judge the grace by)."""
@@ -285,6 +290,7 @@ def _release(
         policy=domain.spec.failover,
         healthy=places.healthy,
         now=now,
+        waited=waited,
     )
 
 

@@ -18,6 +18,7 @@ import msgspec
 from services.clique_allocator.gang import GangSize
 from services.clique_allocator.placement import ClusterView, Reservation
 from services.clique_allocator.plan import INVALID_REQUEST, LimitsOf, plan_domain
+from services.clique_allocator.planning.failover import Waited
 from services.clique_allocator.planning.hold import holds
 from services.clique_allocator.planning.notices import Notice
 from services.clique_allocator.planning.outcome import Action, Plan
@@ -45,6 +46,7 @@ def plan_units(
     unknown: bool = False,
     view: ClusterView,
     now: datetime | None = None,
+    waited: Waited | None = None,
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int],
     limits: Callable[[Sequence[Pod]], LimitsOf | None] | None = None,
@@ -74,6 +76,7 @@ def plan_units(
             view=view,
             ranks=ask.ranks,
             now=now,
+            waited=waited,
             nodes_without_nvlink=nodes_without_nvlink,
             gpus_of=gpus_of,
             limits=limits(ask.pods) if limits is not None else None,
