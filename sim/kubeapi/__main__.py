@@ -1,4 +1,5 @@
-"""``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig``: serve until interrupted."""
+"""``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig [--data-dir DIR]``: serve until
+interrupted; with ``--data-dir`` a server started again on the same port is the same server."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
         help="pods bound to nodes wait for a kubelet to finish their deletion",
     )
     parser.add_argument(
+        "--data-dir",
+        default="",
+        help="keep objects, resourceVersions and keys in this directory, and start from what it "
+        "holds: a server started again with it comes back as the same server",
+    )
+    parser.add_argument(
         "--config-json",
         help="the whole ServerConfig as JSON (overrides the options above; used by sim up)",
     )
@@ -54,6 +61,8 @@ async def _main(args: argparse.Namespace) -> None:
             bookmark_interval_s=args.bookmark_interval,
             pod_graceful_deletion=args.pod_graceful_deletion,
         )
+    if args.data_dir:
+        config = msgspec.structs.replace(config, data_dir=args.data_dir)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
