@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+import msgspec
+
 from shared.command_errors import CommandError
 from sim.control.state import Started
 
@@ -68,6 +70,36 @@ def stop(process: Started, *, timeout_s: float = STOP_TIMEOUT_S) -> str:
     return f"killed {process.name} (pid {process.pid}): it did not stop within {timeout_s:.0f} s"
 
 
+class Command(msgspec.Struct, frozen=True, kw_only=True):
+    """A running program's command line and environment, to start it again the same way."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, pid: int) -> Command:
+        """Read from /proc: exactly what the program was started with."""
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+            entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError as exc:
+            raise CommandError(f"cannot read how pid {pid} was started: {exc}") from exc
+        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+        return cls(argv=[part.decode() for part in argv], env=env)
+
+
+def respawn(process: Started, command: Command) -> Started:
+    """Start ``command`` as ``process`` was started (its name, marker and log)."""
+    return spawn(
+        process.name,
+        command.argv,
+        log=Path(process.log),
+        marker=process.marker,
+        env=command.env,
+        inherit=False,
+    )
+
+
 def reap(pid: int) -> None:
     """Collect ``pid``'s exit status if it is an exited child of this process (a ``cdo sim``
     that started and stops the cluster in one process); anything else is left alone."""
@@ -76,9 +108,16 @@ def reap(pid: int) -> None:
 
 
 def spawn(
-    name: str, argv: Sequence[str], *, log: Path, marker: str, env: dict[str, str] | None = None
+    name: str,
+    argv: Sequence[str],
+    *,
+    log: Path,
+    marker: str,
+    env: dict[str, str] | None = None,
+    inherit: bool = True,
 ) -> Started:
-    """Start ``argv`` in the background, its output appended to ``log``."""
+    """Start ``argv`` in the background, its output appended to ``log``; its environment is
+    this process's with ``env`` over it (only ``env`` when not ``inherit``)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as sink:
         # No Popen: the program outlives this process and is stopped by pid (:func:`stop`),
@@ -86,7 +125,7 @@ def spawn(
         pid = os.posix_spawnp(
             argv[0],
             list(argv),
-            {**os.environ, **(env or {})},
+            {**(os.environ if inherit else {}), **(env or {})},
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, sink.fileno(), 1),
