@@ -23,7 +23,7 @@ from typing import TypeVar
 import msgspec
 
 from shared.command_errors import CommandError
-from sim.control.state import Started
+from sim.control.state import Started, read_record, write_record
 
 T = TypeVar("T")
 
@@ -70,36 +70,6 @@ def stop(process: Started, *, timeout_s: float = STOP_TIMEOUT_S) -> str:
     return f"killed {process.name} (pid {process.pid}): it did not stop within {timeout_s:.0f} s"
 
 
-class Command(msgspec.Struct, frozen=True, kw_only=True):
-    """A running program's command line and environment, to start it again the same way."""
-
-    argv: list[str]
-    env: dict[str, str]
-
-    @classmethod
-    def of(cls, pid: int) -> Command:
-        """Read from /proc: exactly what the program was started with."""
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-            entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
-        except OSError as exc:
-            raise CommandError(f"cannot read how pid {pid} was started: {exc}") from exc
-        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
-        return cls(argv=[part.decode() for part in argv], env=env)
-
-
-def respawn(process: Started, command: Command) -> Started:
-    """Start ``command`` as ``process`` was started (its name, marker and log)."""
-    return spawn(
-        process.name,
-        command.argv,
-        log=Path(process.log),
-        marker=process.marker,
-        env=command.env,
-        inherit=False,
-    )
-
-
 def reap(pid: int) -> None:
     """Collect ``pid``'s exit status if it is an exited child of this process (a ``cdo sim``
     that started and stops the cluster in one process); anything else is left alone."""
@@ -108,16 +78,9 @@ def reap(pid: int) -> None:
 
 
 def spawn(
-    name: str,
-    argv: Sequence[str],
-    *,
-    log: Path,
-    marker: str,
-    env: dict[str, str] | None = None,
-    inherit: bool = True,
+    name: str, argv: Sequence[str], *, log: Path, marker: str, env: dict[str, str] | None = None
 ) -> Started:
-    """Start ``argv`` in the background, its output appended to ``log``; its environment is
-    this process's with ``env`` over it (only ``env`` when not ``inherit``)."""
+    """Start ``argv`` in the background, its output appended to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as sink:
         # No Popen: the program outlives this process and is stopped by pid (:func:`stop`),
@@ -125,7 +88,7 @@ def spawn(
         pid = os.posix_spawnp(
             argv[0],
             list(argv),
-            {**(os.environ if inherit else {}), **(env or {})},
+            {**os.environ, **(env or {})},
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, sink.fileno(), 1),
@@ -136,6 +99,35 @@ def spawn(
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
         )
     return Started(name=name, pid=pid, marker=marker, log=str(log))
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True):
+    """A running process's command line and environment, read from /proc: what it takes to
+    start it again the same way (same ports, same store)."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, pid: int) -> Command:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
+        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+        return cls(argv=[part.decode() for part in argv], env=env)
+
+
+def respawn(state_dir: Path, started: Started, command: Command) -> Started:
+    """Start ``command`` again in place of the recorded process ``started`` (stopped or
+    killed meanwhile), into its log, and record the new pid so that ``cdo sim down`` stops
+    it."""
+    again = spawn(
+        started.name, command.argv, log=Path(started.log), marker=started.marker, env=command.env
+    )
+    record = read_record(state_dir)
+    if record is not None:
+        processes = tuple(again if p.marker == started.marker else p for p in record.processes)
+        write_record(state_dir, msgspec.structs.replace(record, processes=processes))
+    return again
 
 
 def tail(path: str, lines: int = 15) -> str:

@@ -33,7 +33,6 @@ from sim.control.state import (
     read_nodehost,
     read_record,
     require_cluster,
-    write_record,
 )
 from sim.control.up import wait_nodes_ready
 
@@ -74,8 +73,7 @@ def restart(
     (state_dir / (CONTROLPLANE_FILE if component == CONTROL_PLANE else NODEHOST_FILE)).unlink(
         missing_ok=True
     )
-    started = respawn(process, command)
-    _replace(state_dir, record, process, started)
+    started = respawn(state_dir, process, command)
     ready = _controlplane_ready if component == CONTROL_PLANE else _nodehost_serving
     if poll(lambda: ready(state_dir, started), timeout_s=timeout_s, interval_s=0.3) is None:
         raise CommandError(f"{component} was not ready within {timeout_s:.0f} s; see {started.log}")
@@ -85,15 +83,14 @@ def restart(
 
 
 def nats_stop(state_dir: Path, *, say: Say) -> None:
-    record = _record(state_dir)
-    process = _running(record, NATS_MARKER, what="the nats-server cdo sim up started")
+    process = _running(_record(state_dir), NATS_MARKER, what="the nats-server cdo sim up started")
     stopped = _Stopped(process=process, command=Command.of(process.pid))
     (state_dir / NATS_STOPPED_FILE).write_bytes(msgspec.json.encode(stopped))
     say(stop(process))
 
 
 def nats_start(state_dir: Path, *, say: Say) -> None:
-    record = _record(state_dir)
+    record = _record(state_dir)  # cdo sim up's system still runs here
     try:
         stopped = msgspec.json.decode((state_dir / NATS_STOPPED_FILE).read_bytes(), type=_Stopped)
     except FileNotFoundError:
@@ -102,8 +99,7 @@ def nats_start(state_dir: Path, *, say: Say) -> None:
         ) from None
     if alive(stopped.process.pid, stopped.process.marker):
         raise CommandError(f"the nats-server (pid {stopped.process.pid}) runs already")
-    started = respawn(stopped.process, stopped.command)
-    _replace(state_dir, record, stopped.process, started)
+    started = respawn(state_dir, stopped.process, stopped.command)
     (state_dir / NATS_STOPPED_FILE).unlink()
     say(f"started nats-server again at {record.nats_url} (pid {started.pid})")
 
@@ -125,11 +121,6 @@ def _running(record: Record, marker: str, *, what: str) -> Started:
                 raise CommandError(f"{what} (pid {process.pid}) is not running")
             return process
     raise CommandError(f"cdo sim up did not start {what} here")
-
-
-def _replace(state_dir: Path, record: Record, old: Started, new: Started) -> None:
-    processes = tuple(new if process == old else process for process in record.processes)
-    write_record(state_dir, msgspec.structs.replace(record, processes=processes))
 
 
 def _controlplane_ready(state_dir: Path, started: Started) -> bool | None:

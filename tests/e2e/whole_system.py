@@ -69,7 +69,7 @@ from shared.kube.resources import (
     RESOURCE_CLAIMS,
 )
 from sim import control as simctl
-from sim.control.processes import Command, spawn
+from sim.control.processes import spawn
 from sim.control.state import (
     ACCESS_RECORD_FILE,
     Record,
@@ -557,14 +557,14 @@ class WholeSystem:
 
         await wait_for(probe, timeout=within_s, interval=0.5, what="every service ready")
 
-    def kill_node_host(self) -> Command:
+    def kill_node_host(self) -> NodeHostCommand:
         """SIGKILL the node host; what it ran with, to start it again the same way."""
         pid = self.node_host_pid()
-        command = Command.of(pid)
+        command = NodeHostCommand.of(pid)
         os.kill(pid, signal.SIGKILL)
         return command
 
-    def start_node_host(self, command: Command) -> int:
+    def start_node_host(self, command: NodeHostCommand) -> int:
         """Start the node host again as ``cdo sim up`` did; ``cdo sim down`` stops the new one."""
         log = self.state_dir / "logs" / "nodehost.log"
         process = spawn(
@@ -580,6 +580,20 @@ class WholeSystem:
         )
         write_cdo_record(self.state_dir, msgspec.structs.replace(record, processes=processes))
         return process.pid
+
+
+class NodeHostCommand(msgspec.Struct, frozen=True, kw_only=True):
+    """A running node host's command line and environment, read from /proc."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, pid: int) -> NodeHostCommand:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
+        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+        return cls(argv=[part.decode() for part in argv], env=env)
 
 
 def _probe_ready(probe_url: str) -> bool:
