@@ -51,7 +51,12 @@ def control_app(cluster: SimulatedCluster) -> web.Application:
                  "and keeps nothing on disk: it cannot be restarted alone"},
                 status=409,
             )  # fmt: skip
-        await api.restart()
+        try:
+            await api.restart()
+        except (RuntimeError, OSError, TimeoutError) as exc:
+            return web.json_response(
+                {"error": f"the API server did not restart: {exc}"}, status=500
+            )
         return web.json_response({"url": api.url, "pid": api.pid, "restarts": api.restarts})
 
     app = web.Application()

@@ -60,7 +60,7 @@ def restart(
 ) -> None:
     if component == API:
         cluster = require_cluster(state_dir)
-        answer = request(cluster.control_url, "POST", "/api/restart")
+        answer = request(cluster.control_url, "POST", "/api/restart", timeout_s=timeout_s)
         say(f"API server restarted at {answer['url']} (pid {answer['pid']})")
         return
     if component not in MARKERS:

@@ -11,6 +11,7 @@ import sys
 
 import msgspec
 
+from sim.childproc import die_with
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.hosting.child_process import READY_PREFIX
 from sim.kubeapi.hosting.in_process import serve
@@ -48,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
         "--config-json",
         help="the whole ServerConfig as JSON (overrides the options above; used by sim up)",
     )
+    parser.add_argument(
+        "--die-with-parent",
+        type=int,
+        metavar="PID",
+        help="exit when the process PID (this one's parent) exits, even when it is killed",
+    )
     parser.add_argument("--verbose", action="store_true", help="log at INFO level")
     return parser
 
@@ -76,6 +83,8 @@ async def _main(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.die_with_parent is not None:
+        die_with(args.die_with_parent)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     asyncio.run(_main(args))
     return 0

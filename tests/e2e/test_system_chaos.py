@@ -416,7 +416,11 @@ class Outages:
     done: list[str] = field(default_factory=list)
     ready_during_nats_outage: set[str] = field(default_factory=set)
 
-    async def run(self) -> None:
+    async def run(self, *, rounds: int) -> None:
+        for _ in range(rounds):
+            await self._round()
+
+    async def _round(self) -> None:
         system = self.system
         await system.cdo("sim", "clock", SKEWED_NODE, "30")
         self.done.append(f"{SKEWED_NODE} clock 30 s ahead")
@@ -485,11 +489,12 @@ async def membership_in_stream(system: WholeSystem) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize(
-    "cycles",
+    ("cycles", "rounds"),
     [
-        pytest.param(6, id="ci", marks=pytest.mark.timeout(600)),
+        pytest.param(6, 1, id="ci", marks=pytest.mark.timeout(600)),
         pytest.param(
             30,
+            4,
             id="long",
             marks=[
                 pytest.mark.long,
@@ -502,9 +507,10 @@ async def membership_in_stream(system: WholeSystem) -> dict[str, set[str]]:
     ],
 )
 async def test_domains_survive_outages_of_the_api_server_a_frozen_leader_and_skewed_clocks(
-    system: WholeSystem, cycles: int
+    system: WholeSystem, cycles: int, rounds: int
 ) -> None:
-    """Domains are created and deleted in cycles while, one after the other: a node's clock
+    """Domains are created and deleted in cycles while, one after the other (``rounds`` times
+    over): a node's clock
     runs 30 s ahead, the API server is killed and restarted on its port, the clique allocator
     is frozen (SIGSTOP) until its Lease has expired and thawed, the node's clock runs 30 s
     behind (and, with NATS_OPTIONAL, NATS is stopped for longer than the reconnect window and
@@ -513,7 +519,10 @@ async def test_domains_survive_outages_of_the_api_server_a_frozen_leader_and_ske
     shared, the restarts are counted, and the stream holds the Ready events of the domains
     that became Ready while NATS was down."""
     seed = int(os.environ.get(SEED_ENV) or random.randrange(2**32))
-    print(f"outage seed {seed} ({SEED_ENV}={seed} replays it), at least {cycles} cycles")
+    print(
+        f"outage seed {seed} ({SEED_ENV}={seed} replays it), at least {cycles} cycles, "
+        f"{rounds} rounds of faults"
+    )
     with contextlib.suppress(KubeApiError):
         await system.create_namespace(OUTAGES_NAMESPACE)
     with contextlib.suppress(KubeApiError):
@@ -529,7 +538,7 @@ async def test_domains_survive_outages_of_the_api_server_a_frozen_leader_and_ske
         group.create_task(others.run(), name="pods of no domain")
         cycling = group.create_task(work.run(least=cycles), name="cycles")
         try:
-            await outages.run()
+            await outages.run(rounds=rounds)
         finally:
             work.stop.set()
         faults_ended = loop.time()
