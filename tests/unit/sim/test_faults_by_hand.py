@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,15 +13,21 @@ from sim.control.freeze import freeze, thaw
 from sim.control.restart import nats_start, nats_stop, restart
 
 
-def test_nothing_runs_here(tmp_path: Path) -> None:
-    for act in (
-        lambda: restart(tmp_path, "control-plane", say=print),
-        lambda: restart(tmp_path, "node-host", say=print),
-        lambda: nats_stop(tmp_path, say=print),
-        lambda: nats_start(tmp_path, say=print),
-    ):
-        with pytest.raises(CommandError, match="nothing started by cdo sim up"):
-            act()
+@pytest.mark.parametrize(
+    "act",
+    [
+        partial(restart, component="control-plane"),
+        partial(restart, component="node-host"),
+        nats_stop,
+        nats_start,
+    ],
+)
+def test_nothing_runs_here(tmp_path: Path, act: Callable[..., None]) -> None:
+    with pytest.raises(CommandError, match="nothing started by cdo sim up"):
+        act(tmp_path, say=print)
+
+
+def test_no_cluster_and_no_control_plane(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no simulated cluster runs"):
         restart(tmp_path, "api", say=print)
     with pytest.raises(CommandError, match="no control plane runs clique-allocator"):
