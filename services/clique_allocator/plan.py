@@ -103,7 +103,7 @@ def plan_domain(
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
     seconds, UTC) stamps failover, which is off without it, and ``waited`` says how long a stuck
-slice has waited (``planning/failover.py``, clock skew); ``nodes_without_nvlink`` counts the
+    slice has waited (``planning/failover.py``, clock skew); ``nodes_without_nvlink`` counts the
     GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of``
     tells the GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA
     claims); ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node

@@ -13,10 +13,10 @@ from services.clique_allocator.gang import GangSize
 from services.clique_allocator.plan import plan_domain
 from services.clique_allocator.planning.failover import Waited
 from services.clique_allocator.planning.outcome import Plan
-from shared.sightings import Sightings
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Node, Pod
+from shared.sightings import Sightings
 
 from .builders import CLIQUE_A, CLIQUE_B, NOW, domain, node, pod, rack, view
 
