@@ -1,12 +1,16 @@
 """Write docker/constraints.txt: every runtime dependency of cdo, pinned to the installed version.
 
     python docker/constraints.py            # rewrite docker/constraints.txt from this environment
-    python docker/constraints.py --check    # exit 1 when a runtime dependency is not pinned
+    python docker/constraints.py --check    # exit 1 when a runtime dependency is not pinned, or
+                                            # is installed here at another version than pinned
 
 The image installs cdo with this file as pip's constraints (the build tools included), so two
-builds from the same commit install the same versions. The closure is read from the installed
-distributions' metadata: cdo's own requirements without extras, then theirs, as pip resolves
-them for this Python and platform.
+builds from the same commit install the same versions. ``./task`` installs the development
+environment with the same constraints, so the tests run the versions the image runs; ``--check``
+(run by tests/integration/deploy/test_images.py) fails when they differ.
+
+The closure is read from the installed distributions' metadata: cdo's own requirements without
+extras, then theirs, as pip resolves them for this Python and platform.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -35,7 +38,8 @@ HEADER = (
 def _applies(requirement: Requirement, extra: str = "") -> bool:
     if requirement.marker is None:
         return True
-    return requirement.marker.evaluate({**default_environment(), "extra": extra})
+    # packaging evaluates against this interpreter's environment, with these keys over it.
+    return requirement.marker.evaluate({"extra": extra})
 
 
 def runtime_closure(root: str = DISTRIBUTION) -> dict[str, str]:
@@ -62,6 +66,18 @@ def render(pins: dict[str, str]) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
+def differences(installed: dict[str, str], pins: dict[str, str]) -> list[str]:
+    """One line per runtime dependency that is not pinned, or pinned at another version."""
+    found = []
+    for name, version in sorted(installed.items()):
+        pinned = pins.get(name)
+        if pinned is None:
+            found.append(f"{name} {version} is not pinned")
+        elif pinned != version:
+            found.append(f"{name} is pinned at {pinned}, installed here at {version}")
+    return found
+
+
 def read_pins(text: str) -> dict[str, str]:
     pins: dict[str, str] = {}
     for line in text.splitlines():
@@ -77,13 +93,18 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="only check the committed file")
     args = parser.parse_args()
     pins = runtime_closure()
-    pins.update({tool: metadata.version(tool) for tool in BUILD_TOOLS})
     if args.check:
-        missing = sorted(set(pins) - set(read_pins(CONSTRAINTS.read_text())))
-        if missing:
-            print(f"{CONSTRAINTS} does not pin: {', '.join(missing)}", file=sys.stderr)
-            return 1
-        return 0
+        pinned = read_pins(CONSTRAINTS.read_text())
+        found = differences(pins, pinned)
+        found += [
+            f"{tool} (a build tool) is not pinned" for tool in BUILD_TOOLS if tool not in pinned
+        ]
+        for line in found:
+            print(f"{CONSTRAINTS.name}: {line}", file=sys.stderr)
+        if found:
+            print("run `python docker/constraints.py` to pin what is installed", file=sys.stderr)
+        return 1 if found else 0
+    pins.update({tool: metadata.version(tool) for tool in BUILD_TOOLS})
     CONSTRAINTS.write_text(render(pins))
     print(f"wrote {CONSTRAINTS} ({len(pins)} pins)")
     return 0

@@ -122,6 +122,7 @@ def placement_fact(placement: Placement) -> PlacementFact:
                 nodes=tuple(member.node for member in piece.members),
                 slots=piece.slots(spec.gpus_per_pod),
                 placed_pods=piece.placed_pods,
+                channel_only=piece.placed_channel_only,
                 waiting_since=piece.waiting_since,
                 moved_from=piece.moved_from,
             )

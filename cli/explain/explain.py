@@ -57,6 +57,8 @@ class SliceLine(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[str, ...]
     placed_pods: int
     size: int
+    channel_only: int = 0
+    """Pods without GPUs seated in the slice (they hold no rank)."""
     reasons: tuple[str, ...] = ()
     """Why its missing pods wait (their ``cdo.dev/Placed`` reasons), or ``SliceStuck``."""
     moved_from: str = ""
@@ -278,6 +280,7 @@ def _slice_lines(facts: DomainFacts) -> tuple[tuple[SliceLine, ...], int]:
                 nodes=piece.nodes,
                 placed_pods=piece.placed_pods,
                 size=piece.size,
+                channel_only=piece.channel_only,
                 reasons=tuple(dict.fromkeys(reasons)),
                 moved_from=piece.moved_from,
             )

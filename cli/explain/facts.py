@@ -52,6 +52,8 @@ class SliceFact(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[str, ...] = ()
     slots: int = 0
     placed_pods: int = 0
+    channel_only: int = 0
+    """Pods without GPUs (only the channel) seated in the slice."""
     waiting_since: datetime | None = None
     moved_from: str = ""
 

@@ -95,6 +95,19 @@ MEANINGS: dict[tuple[Topic, str], Meaning] = {
         what="every slot the gang wants is taken; this pod is one more than the gang size",
         then="it waits for one of the gang's pods to end (or raise spec.gang.size)",
     ),
+    (Topic.PLACEMENT, "WaitingForGpuPods"): Meaning(
+        what="the pod asks for no GPU, only the domain's IMEX channel: it goes to a clique the "
+        "domain's pods that take GPUs are placed in, and none of them is placed yet",
+        then="it is placed as soon as they are; the message says why they wait",
+    ),
+    (Topic.PLACEMENT, "NoChannelAvailable"): Meaning(
+        what="the pod asks for no GPU, but no node can give it the domain's IMEX channel: every "
+        "node of the domain's cliques (of any clique, for a domain of such pods only) has no "
+        "free channel attachment device, takes no new pods, or is ruled out by the pod's "
+        "constraints; or those cliques have no free channel",
+        then="it is placed when a device or channel frees up; the message counts the nodes by "
+        "reason (kubectl get resourceslices shows each node's devices)",
+    ),
     (Topic.PLACEMENT, "GangSizeUndeclared"): Meaning(
         what="a pod of the domain is controlled by a kind cdo cannot size (not a ReplicaSet, "
         "StatefulSet, Job, JobSet or LeaderWorkerSet), so the gang's size is unknown",

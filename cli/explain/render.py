@@ -65,7 +65,8 @@ def render(explanation: Explanation, *, now: datetime | None = None) -> str:
                 s.clique,
                 str(s.channel),
                 s.ranks,
-                f"{s.placed_pods}/{s.size}",
+                f"{s.placed_pods}/{s.size}"
+                + (f" +{s.channel_only} without GPUs" if s.channel_only else ""),
                 ", ".join(s.reasons) or "-",
             ]
             for s in e.slices

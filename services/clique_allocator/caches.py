@@ -13,13 +13,20 @@ caches. Which domains a change of each concerns is ``routing.py``'s.
 - GPUs through NVIDIA's GPU DRA driver (``dragpus.py``): its ResourceSlices (indexed by node),
   ResourceClaims (indexed when they hold its devices), DeviceTaintRules (an optional API:
   before Kubernetes 1.37 the informer stays empty, and the health monitor taints the whole node
-  for a fault of one DRA GPU instead, which the node's taints already account for).
+  for a fault of one DRA GPU instead, which the node's taints already account for);
+- channel attachment devices (``attachments.py``): cdo's own driver's ResourceSlices, and the
+  ResourceClaims indexed by the nodes where they hold its devices.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+from services.clique_allocator.attachments import (
+    attachment_nodes,
+    claim_holders,
+    published_attachments,
+)
 from services.clique_allocator.dragpus import (
     NodeDraGpus,
     allocated_gpus,
@@ -28,6 +35,7 @@ from services.clique_allocator.dragpus import (
 from services.clique_allocator.gang import JOB_KIND, JOBSET_NAME
 from services.clique_allocator.objects import (
     Workload,
+    claim_owner,
     controller_of,
     finished,
     template_names,
@@ -35,7 +43,7 @@ from services.clique_allocator.objects import (
 from services.clique_allocator.settings import CliqueAllocatorSettings
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
-from shared.crds.names import DOMAIN_LABEL, GPU_DRA_DRIVER, GPU_RESOURCE
+from shared.crds.names import DOMAIN_LABEL, DRIVER_NAME, GPU_DRA_DRIVER, GPU_RESOURCE
 from shared.crds.placement import Placement
 from shared.kube.apis import DEVICE_TAINT_RULES_API
 from shared.kube.client import KubeClient
@@ -72,6 +80,7 @@ BY_GPU_CLAIM = "gpu-claim"
 HOLDS_GPUS = "gpus"
 BY_BOUND_NODE = "bound-node"
 BY_JOBSET = "jobset"
+BY_ATTACHMENT_NODE = "attachment-node"
 
 TemplateClass = Literal["domain", "other", "unknown"]
 
@@ -94,14 +103,6 @@ def gpu_node(pod: Pod) -> list[str]:
 def holds_gpus(claim: ResourceClaim) -> list[str]:
     """Indexes a claim allocated devices of the GPU driver."""
     return [HOLDS_GPUS] if allocated_gpus(claim) else []
-
-
-def claim_owner(claim: ResourceClaim) -> tuple[str, str] | None:
-    """(namespace, pod) of the pod a claim was made for from its template, if any."""
-    for ref in claim.metadata.owner_references:
-        if ref.kind == "Pod" and ref.controller:
-            return claim.metadata.namespace, ref.name
-    return None
 
 
 def bound_node(pod: Pod) -> list[str]:
@@ -158,6 +159,13 @@ class Caches(InformerSet):
             BY_SLICE_NODE, lambda s: [s.spec.node_name] if s.spec.node_name else []
         )
         self.claims.add_index(BY_GPU_CLAIM, holds_gpus)
+        self.attachment_slices = self.informer(
+            RESOURCE_SLICES,
+            ResourceSlice,
+            namespace="",
+            field_selector=f"spec.driver={DRIVER_NAME}",
+        )
+        self.claims.add_index(BY_ATTACHMENT_NODE, attachment_nodes)
         self.pods.add_index(BY_BOUND_NODE, bound_node)
         self.workloads[JOB_KIND].add_index(BY_JOBSET, jobset_of)
 
@@ -231,6 +239,18 @@ class Caches(InformerSet):
             return spec if isinstance(spec, dict) else None
         claim = self.claims.cache.get(key)
         return claim.spec if claim is not None else None
+
+    def attachments(self) -> dict[str, int]:
+        """Per node that publishes cdo's ResourceSlice, its channel attachment devices."""
+        return published_attachments(self.attachment_slices.cache.objects())
+
+    def attachment_holders(self) -> dict[str, set[str]]:
+        """Per node, who holds its allocated attachment devices (``attachments.py``)."""
+        return claim_holders(
+            claim
+            for node in self.claims.cache.index_values(BY_ATTACHMENT_NODE)
+            for claim in self.claims.cache.by_index(BY_ATTACHMENT_NODE, node)
+        )
 
     def pods_on(self, node: str) -> list[Pod]:
         """Pods bound to ``node`` and not finished."""

@@ -135,10 +135,17 @@ class PodGpus(msgspec.Struct, frozen=True, kw_only=True):
     dra: int = 0
     whole_node: bool = False
     """A claim asks for every GPU of the node (allocationMode ``All``)."""
+    unknown: bool = False
+    """Some claim's spec is not known yet (its template or claim is not in the cache)."""
 
     @property
     def uses_dra(self) -> bool:
         return self.dra > 0 or self.whole_node
+
+    @property
+    def channel_only(self) -> bool:
+        """The pod asks for no GPU at all, as far as every one of its claims is known."""
+        return not self.unknown and not self.device_plugin and not self.uses_dra
 
     def total(self, node_gpus: int) -> int:
         """GPUs the pod takes on a node of ``node_gpus`` GPUs."""
@@ -150,8 +157,9 @@ ClaimSpecLookup = Callable[[str, str, bool], Mapping[str, Any] | None]
 
 
 def pod_gpus(pod: Pod, claim_spec: ClaimSpecLookup) -> PodGpus:
-    """The GPUs ``pod`` asks for; claims whose spec is not known count for none."""
-    count, whole = 0, False
+    """The GPUs ``pod`` asks for; claims whose spec is not known count for none (and make
+    the answer ``unknown``)."""
+    count, whole, unknown = 0, False, False
     for claim in pod.spec.resource_claims:
         template = claim.resource_claim_template_name
         name = template or claim.resource_claim_name
@@ -159,8 +167,11 @@ def pod_gpus(pod: Pod, claim_spec: ClaimSpecLookup) -> PodGpus:
             continue
         spec = claim_spec(pod.metadata.namespace, name, template is not None)
         if spec is None:
+            unknown = True
             continue
         more, all_of_node = claim_spec_gpus(spec)
         count += more
         whole = whole or all_of_node
-    return PodGpus(device_plugin=pod.gpus(GPU_RESOURCE), dra=count, whole_node=whole)
+    return PodGpus(
+        device_plugin=pod.gpus(GPU_RESOURCE), dra=count, whole_node=whole, unknown=unknown
+    )

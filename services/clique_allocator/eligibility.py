@@ -11,14 +11,18 @@ filter that fails:
 3. **resources**: the node's allocatable CPU, memory, ephemeral storage, other extended
    resources and pod count, less what every other pod there requests (``others``: bound pods,
    and the slots other domains' Placements hold there, bound yet or not), must take one more pod
-   of the gang; how many it takes in all becomes the node's cap;
+   of the gang; so must the node's channel attachment devices (``attachments.py``, when the
+   allocator has seen the node's slice) less those others hold, for pods that take GPUs; how
+   many it takes in all becomes the node's cap;
 4. **required pod anti-affinity**: no pod a term selects (``neighbours``: bound, pinned or
    recorded pods) may be on a node with the same ``topologyKey`` value; a term that selects the
    gang's own pods with ``kubernetes.io/hostname`` allows one pod of the gang per node.
 
 Cordoned and unhealthy nodes are already unusable to the engine. Preferred node affinity
 weights break ties between nodes. ``why`` names the nodes ruled out or capped, by reason and
-clique, for the gang's wait message.
+clique, for the gang's wait message. ``gpus_per_pod`` 0 asks for the limits of pods that take
+no GPU (``planning/channelonly.py``): no GPU bound, no attachment cap (they weigh a node's free
+devices themselves), and their caps are left out of ``why``.
 """
 
 from __future__ import annotations
@@ -42,24 +46,45 @@ from shared.scheduling.taints import untolerated_taint
 
 MOST_GROUPS = 3
 """Groups of nodes (reason, clique) a message names; the rest are counted."""
+ATTACHMENT_DEVICE = "IMEX channel attachment device"
+CHANNEL_ONLY_MOST = 1 << 16
+"""The most pods that ask for no GPU a node could take, before its resources say less."""
 
 
 class NodeUse(msgspec.Struct, frozen=True, kw_only=True):
-    """What pods on a node request together (milli-units), and how many they are."""
+    """What pods on a node request together (milli-units), how many they are, and how many
+    channel attachment devices they hold (``attachments.py``)."""
 
     requested: dict[str, int] = msgspec.field(default_factory=dict)
     pods: int = 0
+    attachments: int = 0
 
-    def plus(self, requests: Mapping[str, int], *, pods: int = 1) -> NodeUse:
-        """This use with ``pods`` more pods of ``requests`` each."""
+    def plus(self, requests: Mapping[str, int], *, pods: int = 1, attachments: int = 0) -> NodeUse:
+        """This use with ``pods`` more pods of ``requests`` each, holding ``attachments``."""
         total = dict(self.requested)
         for name, amount in requests.items():
             total[name] = total.get(name, 0) + amount * pods
-        return NodeUse(requested=total, pods=self.pods + pods)
+        return NodeUse(
+            requested=total, pods=self.pods + pods, attachments=self.attachments + attachments
+        )
 
     def add(self, other: NodeUse) -> NodeUse:
         """This use and ``other`` together."""
-        return msgspec.structs.replace(self.plus(other.requested), pods=self.pods + other.pods)
+        return msgspec.structs.replace(
+            self.plus(other.requested),
+            pods=self.pods + other.pods,
+            attachments=self.attachments + other.attachments,
+        )
+
+    def minus(self, other: NodeUse) -> NodeUse:
+        """This use without ``other`` (which it includes)."""
+        return self.add(
+            NodeUse(
+                requested={name: -amount for name, amount in other.requested.items()},
+                pods=-other.pods,
+                attachments=-other.attachments,
+            )
+        )
 
 
 NO_USE = NodeUse()
@@ -112,8 +137,11 @@ def _filtered(needs: GangNeeds, node: NodeFacts) -> str | None:
     return None
 
 
-def _cap(needs: GangNeeds, node: NodeFacts, use: NodeUse, most: int) -> tuple[int, str | None]:
-    """Pods of the gang the node holds in all by its resources, and what is short at zero."""
+def _cap(
+    needs: GangNeeds, node: NodeFacts, use: NodeUse, most: int, *, attachments: bool
+) -> tuple[int, str | None]:
+    """Pods of the gang the node holds in all by its resources (and its free channel attachment
+    devices, with ``attachments``), and what is short at zero."""
     fits = pods_that_fit(
         needs.requests,
         allocatable=node.allocatable,
@@ -121,11 +149,18 @@ def _cap(needs: GangNeeds, node: NodeFacts, use: NodeUse, most: int) -> tuple[in
         pods=use.pods,
         most=most,
     )
+    free = (
+        node.attachments - use.attachments if attachments and node.attachments is not None else None
+    )
+    if free is not None:
+        fits = min(fits, max(0, free))
     if fits > 0:
         return fits, None
     short = insufficient(
         needs.requests, allocatable=node.allocatable, requested=use.requested, pods=use.pods
     )
+    if not short and free is not None and free <= 0:
+        return 0, f"ha{{ve}} no free {ATTACHMENT_DEVICE}"
     named = ", ".join("pod room" if name == PODS else name for name in short) or "resources"
     return 0, f"lack{{s}} the {named} a pod asks for"
 
@@ -180,7 +215,7 @@ def node_limits(
         memo.filtered = filter_nodes(needs, memo.usable)
         memo.excluded = {name: why for name, why in memo.filtered.items() if why is not None}
         memo.passing = [
-            (node, node.gpus // gpus_per_pod)
+            (node, node.gpus // gpus_per_pod if gpus_per_pod else CHANNEL_ONLY_MOST)
             for node in memo.usable
             if memo.filtered[node.name] is None
         ]
@@ -196,11 +231,13 @@ def node_limits(
         return last
     by_name = {node.name: node for node in usable}
     limited = verdicts.excluded.keys() | verdicts.most_pods.keys() | preferred.keys()
+    # Pods without GPUs take no node's GPUs: their caps are their room, not a limit to name.
+    capped = verdicts.most_pods if gpus_per_pod else {}
     memo.last = NodeLimits(
         excluded=frozenset(verdicts.excluded),
         most_pods=verdicts.most_pods,
         preferred=preferred,
-        why=_why(verdicts.excluded, verdicts.most_pods, by_name),
+        why=_why(verdicts.excluded, capped, by_name),
         cliques=frozenset(by_name[name].clique for name in limited),
     )
     return memo.last
@@ -228,7 +265,10 @@ def _verdicts(
     # Nodes alike share their allocatable mapping (``nodes.py``) and most share no use at all,
     # so a fit is worked out once per (allocatable, use, GPU room), and kept per node with the
     # use (the object) it was worked out for.
-    fit_of: dict[tuple[int, int, int], tuple[int, str | None]] = {}
+    fit_of: dict[tuple[int, int, int, int | None], tuple[int, str | None]] = {}
+    # Pods that take GPUs are capped by the attachment devices others leave; pods without
+    # GPUs judge a node's free devices themselves (``planning/channelonly.py``).
+    attachments = gpus_per_pod > 0
     for node, most in memo.passing:
         name = node.name
         use = others.get(name, NO_USE)
@@ -236,8 +276,10 @@ def _verdicts(
         if known is not None and known[0] is use:
             room, why = known[1]
         else:
-            key = (id(node.allocatable), id(use), most)
-            found = fit_of.get(key) or fit_of.setdefault(key, _cap(needs, node, use, most))
+            key = (id(node.allocatable), id(use), most, node.attachments)
+            found = fit_of.get(key) or fit_of.setdefault(
+                key, _cap(needs, node, use, most, attachments=attachments)
+            )
             fits[name] = (use, found)
             room, why = found
         if why is None and terms and _near(node, terms, forbidden):
@@ -281,7 +323,8 @@ def _why(
         groups[key] = groups.get(key, 0) + 1
     for name, fits in capped.items():
         key = (
-            f"ha{{ve}} room (CPU, memory, storage, pods) for only {fits} of its pods",
+            f"ha{{ve}} room (CPU, memory, storage, pods, attachment devices) for only {fits} "
+            "of its pods",
             nodes[name].clique,
         )
         groups[key] = groups.get(key, 0) + 1

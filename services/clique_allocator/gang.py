@@ -19,6 +19,12 @@ the size **undeclared**: its pods are held with ``GangSizeUndeclared`` until the
 GPUs per pod are what each pod asks for in all: its ``nvidia.com/gpu``
 requests (limits win, as for every extended resource) plus the GPUs its claims ask of NVIDIA's
 GPU DRA driver (``dragpus.py``); a gang may mix both ways, but its pods must agree in number.
+
+Pods that ask for no GPU, only the domain's channel (``planning/channelonly.py``), are not part
+of what is reserved: the gang the allocator reserves GPU slots for is sized over the pods that
+take GPUs (a JobSet's Jobs whose pods take none left out, ``skip_jobs``), or, with
+``spec.gang.size``, is that size less the domain's live pods without GPUs
+(:func:`less_channel_only`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 
 from services.clique_allocator.objects import Workload, controller_of, makes_pods_using
-from shared.crds.names import GPU_DEVICE_CLASS, GPU_RESOURCE
+from shared.crds.names import GPU_RESOURCE
 from shared.kube.models import Pod
 
 REPLICATED_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
@@ -89,9 +95,11 @@ def gang_size(
     workload: WorkloadLookup,
     template: str = "",
     jobset_jobs: JobSetJobs = no_jobsets,
+    skip_jobs: frozenset[str] = frozenset(),
 ) -> GangSize | UnknownSize | UndeclaredSize:
     """The gang's size; ``pods`` are the domain's live pods, made from the claim template
-    ``template`` (see the module docstring)."""
+    ``template`` (see the module docstring); a JobSet counts none of the Jobs whose uids
+    ``skip_jobs`` lists."""
     if explicit is not None:
         return GangSize(pods=explicit, source="spec.gang.size")
     total = 0
@@ -110,7 +118,7 @@ def gang_size(
             if f"JobSet/{jobset}" in seen:
                 continue
             seen.add(f"JobSet/{jobset}")
-            counted = _jobset_pods(pod, jobset, jobset_jobs, template)
+            counted = _jobset_pods(pod, jobset, jobset_jobs, template, skip_jobs)
             if isinstance(counted, UnknownSize):
                 return counted
             total += counted
@@ -141,9 +149,10 @@ def undeclared(pod: Pod, kind: str, name: str) -> str:
 
 
 def _jobset_pods(
-    pod: Pod, jobset: str, jobset_jobs: JobSetJobs, template: str
+    pod: Pod, jobset: str, jobset_jobs: JobSetJobs, template: str, skip: frozenset[str]
 ) -> int | UnknownSize:
-    """Pods the JobSet's current attempt wants at once, over its Jobs that use the domain."""
+    """Pods the JobSet's current attempt wants at once, over its Jobs that use the domain (but
+    those in ``skip``)."""
     labels = pod.metadata.labels
     attempt = labels.get(JOBSET_RESTART_ATTEMPT, "")
     jobs = [
@@ -156,7 +165,21 @@ def _jobset_pods(
         return UnknownSize(
             message=f"waiting to see the {wanted or 'missing'} Jobs of JobSet {jobset}"
         )
-    return sum(workload_pods(JOB_KIND, job) for job in jobs if makes_pods_using(job, template))
+    return sum(
+        workload_pods(JOB_KIND, job)
+        for job in jobs
+        if makes_pods_using(job, template) and job.metadata.uid not in skip
+    )
+
+
+def less_channel_only(size: GangSize, channel_only: int) -> GangSize:
+    """A declared size (``spec.gang.size``, a unit's) less the pods without GPUs among it."""
+    if channel_only == 0:
+        return size
+    return GangSize(
+        pods=max(0, size.pods - channel_only),
+        source=f"{size.source}, less {channel_only} without GPUs",
+    )
 
 
 class GpuCount(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,7 +198,8 @@ def plugin_gpus(pod: Pod) -> int:
 def gpus_per_pod(
     pods: Sequence[Pod], gpus_of: Callable[[Pod], int] = plugin_gpus
 ) -> GpuCount | GpuMismatch | None:
-    """The GPUs every pod of ``pods`` asks for (``gpus_of`` each); None without pods."""
+    """The GPUs every pod of ``pods`` (pods that take GPUs) asks for (``gpus_of`` each); None
+    without pods."""
     counts = sorted({gpus_of(pod) for pod in pods})
     if not counts:
         return None
@@ -184,10 +208,5 @@ def gpus_per_pod(
         return GpuMismatch(
             message=f"the domain's pods ask for different GPU counts ({listed}); "
             "one gang takes one size"
-        )
-    if counts[0] < 1:
-        return GpuMismatch(
-            message=f"the domain's pods ask for no GPUs ({GPU_RESOURCE}, or a claim of "
-            f"DeviceClass {GPU_DEVICE_CLASS})"
         )
     return GpuCount(gpus=counts[0])

@@ -37,6 +37,17 @@ def gpu_counter(asks: Mapping[str, PodGpus], view: ClusterView) -> Callable[[Pod
     return gpus_of
 
 
+def channel_only_test(asks: Mapping[str, PodGpus]) -> Callable[[Pod], bool]:
+    """Whether a pod asks for no GPU at all, only for its domain's channel (a pod whose asks
+    are not known is judged by its ``nvidia.com/gpu`` alone)."""
+
+    def channel_only(pod: Pod) -> bool:
+        ask = asks.get(pod.metadata.name)
+        return pod.gpus() == 0 if ask is None else ask.channel_only
+
+    return channel_only
+
+
 def apis_needed(asks: Iterable[PodGpus]) -> frozenset[str]:
     """The ways of asking for GPUs that the gang's pods use."""
     needed: set[str] = set()

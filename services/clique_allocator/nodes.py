@@ -71,6 +71,9 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     allocatable: Mapping[str, int] = msgspec.field(default_factory=dict)
+    attachments: int | None = None
+    """Channel attachment devices the node's cdo ResourceSlice lists (``attachments.py``);
+    None while the allocator has seen no such slice."""
 
     @property
     def usable(self) -> bool:
@@ -117,9 +120,12 @@ def _troubles(node: Node) -> tuple[list[str], bool]:
     return problems, cordoned
 
 
-def node_facts(node: Node, dra: NodeDraGpus | None = None) -> NodeFacts | None:
+def node_facts(
+    node: Node, dra: NodeDraGpus | None = None, *, attachments: int | None = None
+) -> NodeFacts | None:
     """The node's facts, or None when it takes no part in placement (no clique, no GPUs);
-    ``dra``: the node's GPUs from NVIDIA's GPU DRA driver, when it publishes any."""
+    ``dra``: the node's GPUs from NVIDIA's GPU DRA driver, when it publishes any;
+    ``attachments``: its channel attachment devices, when its cdo slice is known."""
     clique = node.metadata.labels.get(CLIQUE_LABEL, "")
     plugin_gpus = _gpus(node)
     dra_gpus = dra.published if dra is not None else 0
@@ -153,6 +159,7 @@ def node_facts(node: Node, dra: NodeDraGpus | None = None) -> NodeFacts | None:
         labels=node.metadata.labels,
         taints=others,
         allocatable=allocatable_amounts(node.status.allocatable or node.status.capacity),
+        attachments=attachments,
     )
 
 

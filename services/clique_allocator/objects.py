@@ -11,7 +11,7 @@ import msgspec
 
 from shared.crds.names import HOSTNAME_LABEL, PLACEMENT_GATE
 from shared.kube.meta import KubeObject, OwnerReference
-from shared.kube.models import Pod
+from shared.kube.models import Pod, ResourceClaim
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -86,6 +86,14 @@ def pinned_to(pod: Pod) -> str:
 def controller_of(pod: Pod) -> OwnerReference | None:
     """The pod's controlling owner (a ReplicaSet, StatefulSet, Job ...), if any."""
     return next((ref for ref in pod.metadata.owner_references if ref.controller), None)
+
+
+def claim_owner(claim: ResourceClaim) -> tuple[str, str] | None:
+    """(namespace, pod) of the pod a claim was made for from its template, if any."""
+    for ref in claim.metadata.owner_references:
+        if ref.kind == "Pod" and ref.controller:
+            return claim.metadata.namespace, ref.name
+    return None
 
 
 def template_names(pod: Pod) -> list[str]:

@@ -19,10 +19,16 @@ answers, in a chain of small pure steps (``planning/``):
 
 A domain being deleted keeps its record while pods still use its claims and loses it (``delete``)
 once none does; a domain that is gone loses it at once.
+
+Pods that ask for no GPU, only the domain's channel, are not part of those steps: the steps see
+the pods that take GPUs and the record without the others' seats, and
+``planning/channelonly.py`` then seats the pods without GPUs in what they made. A pod whose
+claims are not all known yet (a claim template not in the cache) is left for the next look.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
@@ -39,6 +45,11 @@ from services.clique_allocator.gang import (
 )
 from services.clique_allocator.objects import finished
 from services.clique_allocator.placement import ClusterView, NodeLimits
+from services.clique_allocator.planning.channelonly import (
+    ChannelRoom,
+    plan_channel_only,
+    without_channel_only,
+)
 from services.clique_allocator.planning.failover import FailedOver, Waited, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
@@ -50,13 +61,18 @@ from services.clique_allocator.planning.hold import (
 )
 from services.clique_allocator.planning.notices import Notice, change_notices, deleted
 from services.clique_allocator.planning.nvlinkless import plan_without_nvlink, runs_without_nvlink
-from services.clique_allocator.planning.outcome import Pin, Plan
+from services.clique_allocator.planning.outcome import Action, Pin, Plan
 from services.clique_allocator.planning.pin import seat_pods
 from services.clique_allocator.planning.places import Places
 from services.clique_allocator.planning.pods import DomainPods, sort_pods
 from services.clique_allocator.planning.release import release
 from services.clique_allocator.planning.reserve import Reserved, reserve
-from services.clique_allocator.planning.slices import SliceHold, holds_of, record_of
+from services.clique_allocator.planning.slices import (
+    SliceHold,
+    holds_of,
+    record_of,
+    reservations_of,
+)
 from services.clique_allocator.planning.spread import span_per_slice
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
@@ -83,6 +99,8 @@ class _Ask(msgspec.Struct, frozen=True, kw_only=True):
 
 LimitsOf = Callable[[int], NodeLimits | None]
 """GPUs per pod -> the gang's node limits (None: its pods may go to any usable node)."""
+RoomOf = Callable[[], ChannelRoom]
+"""What nodes offer pods without GPUs now (worked out only for a domain that has some)."""
 
 
 def plan_domain(
@@ -99,15 +117,20 @@ def plan_domain(
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int] = plugin_gpus,
     limits: LimitsOf | None = None,
+    channel_only: Callable[[Pod], bool] | None = None,
+    room: RoomOf | None = None,
 ) -> Plan:
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
-    ``ranks`` are the ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole
-    seconds, UTC) stamps failover, which is off without it, and ``waited`` says how long a stuck
-    slice has waited (``planning/failover.py``, clock skew); ``nodes_without_nvlink`` counts the
-    GPU nodes on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of``
-    tells the GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA
-    claims); ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node
-    without it)."""
+    ``gang`` is the size of the gang of pods that take GPUs (``gang.py``); ``ranks`` are the
+    ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole seconds, UTC)
+    stamps failover, which is off without it, and ``waited`` says how long a stuck slice has
+    waited (``planning/failover.py``, clock skew); ``nodes_without_nvlink`` counts the GPU nodes
+    on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of`` tells the
+    GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA claims);
+    ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node without
+    it; ``limits(0)``: the pods without GPUs); ``channel_only`` tells a pod that asks for no
+    GPU at all (default: ``gpus_of`` says 0), ``room`` what nodes offer such pods
+    (``planning/channelonly.py``; asked only when the domain has some)."""
     live = [pod for pod in pods if not finished(pod)]
     if domain is None or (domain.deleting and not live):
         if placement is None:
@@ -120,8 +143,139 @@ def plan_domain(
         return Plan(action="delete", released=True, notices=farewell)
     if domain.deleting:
         return Plan()  # pods still use the domain's claims: hold everything until they end
+    asks_none = channel_only or (lambda pod: gpus_of(pod) == 0)
+    without = [pod for pod in live if gpus_of(pod) == 0 and asks_none(pod)]
+    if not without and (placement is None or not _holds_channel_only(placement)):
+        unknown = any(gpus_of(pod) == 0 for pod in live)
+        plan = _plan_gpus(
+            key=key, domain=domain, placement=placement, pods=pods, gang=gang, view=view,
+            ranks=ranks, now=now, waited=waited, nodes_without_nvlink=nodes_without_nvlink,
+            gpus_of=gpus_of, limits=limits,
+        )  # fmt: skip
+        return msgspec.structs.replace(plan, unknown_size=True) if unknown else plan
+    return _plan_with_channel_only(
+        key=key, domain=domain, placement=placement, pods=pods, without=without, gang=gang,
+        view=view, ranks=ranks, now=now, waited=waited, nodes_without_nvlink=nodes_without_nvlink,
+        gpus_of=gpus_of, limits=limits, room=room() if room is not None else ChannelRoom(),
+    )  # fmt: skip
+
+
+def _holds_channel_only(placement: PlacementSpec) -> bool:
+    return bool(
+        placement.channel_only or placement.placed_channel_only or not placement.gpus_per_pod
+    )
+
+
+def _plan_with_channel_only(
+    *,
+    key: str,
+    domain: ComputeDomain,
+    placement: PlacementSpec | None,
+    pods: Sequence[Pod],
+    without: Sequence[Pod],
+    gang: GangSize | UnknownSize | UndeclaredSize,
+    view: ClusterView,
+    ranks: Mapping[str, int] | None,
+    now: datetime | None,
+    waited: Waited | None,
+    nodes_without_nvlink: int,
+    gpus_of: Callable[[Pod], int],
+    limits: LimitsOf | None,
+    room: ChannelRoom,
+) -> Plan:
+    """The GPU steps on the pods that take GPUs, then the pods without GPUs seated in what they
+    made (``planning/channelonly.py``)."""
+    gpu_pods = [pod for pod in pods if gpus_of(pod) > 0]
+    told = {pod.metadata.name for pod in without}
+    # A pod that names no GPU but whose claims are not all known yet: look again soon.
+    unknown = any(
+        gpus_of(pod) == 0 and pod.metadata.name not in told for pod in pods if not finished(pod)
+    )
+    gpu_live = {pod.metadata.name: pod.metadata.uid for pod in gpu_pods if not finished(pod)}
+    stripped = without_channel_only(placement, gpu_pods=gpu_live)
+    if not gpu_live and (stripped is None or not stripped.all_slices):
+        gpus = Plan()  # no pod takes GPUs, and the record holds no GPU slice: nothing to do
+    else:
+        gpus = _plan_gpus(
+            key=key, domain=domain, placement=stripped, pods=gpu_pods, gang=gang, view=view,
+            ranks=gpu_ranks(ranks or {}, without), now=now, waited=waited,
+            nodes_without_nvlink=nodes_without_nvlink, gpus_of=gpus_of, limits=limits,
+        )  # fmt: skip
+    if gpus.action == "delete":
+        return gpus
+    base = gpus.record if gpus.record is not None else stripped
+    places = Places(view, placement)
+    step = plan_channel_only(
+        key=key,
+        record=base,
+        before=placement,
+        pods=without,
+        gpu_gang=_gpu_gang(gang),
+        gpu_wait=next((f"{hold.reason}: {hold.message}" for hold in gpus.holds), ""),
+        view=view,
+        room=room,
+        limits=limits(0) if limits is not None else None,
+        slot_of=places.slot,
+        nodes_without_nvlink=nodes_without_nvlink,
+    )
+    record = step.record
+    action: Action = "keep" if record == placement or record is None else "write"
+    reservations = tuple(reservations_of(key, record)) if action == "write" and record else ()
+    return Plan(
+        action=action,
+        record=record,
+        reservations=reservations,
+        pins=(*gpus.pins, *step.pins),
+        holds=(*gpus.holds, *step.holds),
+        notices=(*gpus.notices, *step.notices),
+        waiting=gpus.waiting or step.waiting,
+        released=gpus.released or step.released,
+        unknown_size=gpus.unknown_size or unknown,
+        evictions=tuple(sorted({*gpus.evictions, *step.evictions})),
+        retry_after_s=gpus.retry_after_s,
+    )
+
+
+def gpu_ranks(ranks: Mapping[str, int], without: Sequence[Pod]) -> dict[str, int]:
+    """The ranks of the pods that take GPUs: an index a pod without GPUs carries is no rank (a
+    LeaderWorkerSet's leader without GPUs: its workers rank from 0), so every rank above one
+    moves down by one."""
+    names = {pod.metadata.name for pod in without}
+    dropped = sorted(rank for name, rank in ranks.items() if name in names)
+    return {
+        name: rank - bisect.bisect_left(dropped, rank)
+        for name, rank in ranks.items()
+        if name not in names
+    }
+
+
+def _gpu_gang(gang: GangSize | UnknownSize | UndeclaredSize) -> int | None:
+    """Pods that take GPUs the gang wants: None while unknown; a size cdo cannot read counts
+    as some (its pods are held, so pods without GPUs wait with them)."""
+    if isinstance(gang, GangSize):
+        return gang.pods
+    return None if isinstance(gang, UnknownSize) else 1
+
+
+def _plan_gpus(
+    *,
+    key: str,
+    domain: ComputeDomain,
+    placement: PlacementSpec | None,
+    pods: Sequence[Pod],
+    gang: GangSize | UnknownSize | UndeclaredSize,
+    view: ClusterView,
+    ranks: Mapping[str, int] | None,
+    now: datetime | None,
+    waited: Waited | None,
+    nodes_without_nvlink: int,
+    gpus_of: Callable[[Pod], int],
+    limits: LimitsOf | None,
+) -> Plan:
+    """The plan for the domain's pods that take GPUs (every step of the module docstring)."""
+    live = [pod for pod in pods if not finished(pod) and gpus_of(pod) > 0]
     sorted_pods = sort_pods(live, placement)
-    if placement is None and not sorted_pods.waiting:
+    if (placement is None or placement.gpus_per_pod < 1) and not sorted_pods.waiting:
         return Plan(pins=sorted_pods.repins)
     if isinstance(gang, UnknownSize):
         return Plan(pins=sorted_pods.repins, unknown_size=True)
@@ -167,7 +321,7 @@ def _ask(
     limits_of: LimitsOf | None,
 ) -> _Ask | Plan:
     """What the gang asks for, or a plan that refuses its pods (no valid request)."""
-    if placement is not None:
+    if placement is not None and placement.gpus_per_pod > 0:
         gpus = placement.gpus_per_pod
     else:
         counted = gpus_per_pod(pods.waiting, gpus_of)

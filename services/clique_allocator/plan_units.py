@@ -15,9 +15,10 @@ from datetime import datetime
 
 import msgspec
 
-from services.clique_allocator.gang import GangSize
+from services.clique_allocator.gang import GangSize, less_channel_only
+from services.clique_allocator.objects import finished
 from services.clique_allocator.placement import ClusterView, Reservation
-from services.clique_allocator.plan import INVALID_REQUEST, LimitsOf, plan_domain
+from services.clique_allocator.plan import INVALID_REQUEST, LimitsOf, RoomOf, plan_domain
 from services.clique_allocator.planning.failover import Waited
 from services.clique_allocator.planning.hold import holds
 from services.clique_allocator.planning.notices import Notice
@@ -50,10 +51,15 @@ def plan_units(
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int],
     limits: Callable[[Sequence[Pod]], LimitsOf | None] | None = None,
+    channel_only: Callable[[Pod], bool] | None = None,
+    room: RoomOf | None = None,
 ) -> Plan:
     """The plan for a live domain in units; ``units`` holds every unit with live pods or a
     record, ``unlabelled`` the pods refused for lacking ``spec.gang.unitLabel``'s label;
-    ``unknown``: some pod's unit cannot be told yet (look again soon)."""
+    ``unknown``: some pod's unit cannot be told yet (look again soon). A unit's size counts
+    its pods without GPUs (``channel_only``) too: the gang each unit reserves GPU slots for is
+    its size less its live pods without GPUs (``planning/channelonly.py``)."""
+    asks_none = channel_only or (lambda pod: gpus_of(pod) == 0)
     recorded = unit_specs(placement) if placement is not None else {}
     planned: dict[str, _UnitPlan] = {}
     for unit in sorted(units):
@@ -67,12 +73,16 @@ def plan_units(
         if part is None and placement is not None:
             # A new unit takes the GPUs per pod the domain's record already says.
             part = PlacementSpec(gpus_per_pod=placement.gpus_per_pod, size=0)
+        without = sum(
+            1 for pod in ask.pods if not finished(pod) and gpus_of(pod) == 0 and asks_none(pod)
+        )
+        gang = less_channel_only(ask.gang, without) if isinstance(ask.gang, GangSize) else ask.gang
         plan = plan_domain(
             key=engine_key,
             domain=domain,
             placement=part,
             pods=ask.pods,
-            gang=ask.gang,
+            gang=gang,
             view=view,
             ranks=ask.ranks,
             now=now,
@@ -80,6 +90,8 @@ def plan_units(
             nodes_without_nvlink=nodes_without_nvlink,
             gpus_of=gpus_of,
             limits=limits(ask.pods) if limits is not None else None,
+            channel_only=channel_only,
+            room=room,
         )
         record = plan.record if plan.record is not None else recorded.get(unit)
         held = (
@@ -100,7 +112,14 @@ def _scaled_away(ask: UnitAsk, record: PlacementSpec | None) -> bool:
     return (
         isinstance(ask.gang, GangSize)
         and ask.gang.pods == 0
-        and (record is None or (record.placed_pods == 0 and record.reserved_pods == 0))
+        and (
+            record is None
+            or (
+                record.placed_pods == 0
+                and record.reserved_pods == 0
+                and record.placed_channel_only == 0
+            )
+        )
     )
 
 
@@ -116,7 +135,8 @@ def _join(
         "the pod lacks the label spec.gang.unitLabel names, so it belongs to no gang unit",
     )
     gpus = placement.gpus_per_pod if placement is not None else None
-    gpus = gpus or next((record.gpus_per_pod for record in records.values()), None)
+    # A unit of pods without GPUs records 0: the units that take GPUs say how many.
+    gpus = gpus or max((record.gpus_per_pod for record in records.values()), default=None)
     record = merge_units(placement, records, gpus_per_pod=gpus) if gpus is not None else None
     if record is not None and not record.slices and placement is None:
         record = None

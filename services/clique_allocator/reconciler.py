@@ -31,13 +31,21 @@ from services.clique_allocator.gang import (
     UndeclaredSize,
     UnknownSize,
     gang_size,
+    less_channel_only,
 )
-from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks, restrict
+from services.clique_allocator.gpuapis import (
+    apis_needed,
+    channel_only_test,
+    gpu_counter,
+    pod_asks,
+    restrict,
+)
 from services.clique_allocator.metrics import AllocatorMetrics
-from services.clique_allocator.objects import finished
-from services.clique_allocator.placement import ClusterView
+from services.clique_allocator.objects import controller_of, finished
+from services.clique_allocator.placement import ClusterView, NodeLimits
 from services.clique_allocator.plan import PLACED, LimitsOf, plan_domain
 from services.clique_allocator.plan_units import plan_units
+from services.clique_allocator.planning.channelonly import ChannelRoom
 from services.clique_allocator.planning.hold import Hold
 from services.clique_allocator.planning.outcome import Pin, Plan
 from services.clique_allocator.planning.unitrecords import unit_specs
@@ -174,7 +182,7 @@ class AllocatorReconciler:
     ) -> Plan:
         """The plan for the domain from the caches: in gang units when it has any."""
         live = [pod for pod in pods if not finished(pod)]
-        view, gpus_of = self._gpu_view(pods)
+        view, gpus_of, channel_only = self._gpu_view(pods)
         now = datetime.now(UTC).replace(microsecond=0)
         without_nvlink = self._state.nodes_without_nvlink()
         if domain is None:
@@ -183,9 +191,18 @@ class AllocatorReconciler:
         def waited(engine_key: str, index: int, since: datetime) -> float:
             return self._stuck.age_s((engine_key, index, since))
 
+        def room() -> ChannelRoom:
+            return ChannelRoom(free=self._state.free_attachments(), own=self._state.own_pods(key))
+
         def limits_of(found: Sequence[Pod]) -> LimitsOf:
             unit_live = [pod for pod in found if not finished(pod)]
-            return lambda gpus_per_pod: self._state.limits(key, unit_live, gpus_per_pod)
+
+            def limits(gpus_per_pod: int) -> NodeLimits | None:
+                # Pods that take GPUs and pods without are each placed by their own specs.
+                chosen = [pod for pod in unit_live if (gpus_of(pod) > 0) == (gpus_per_pod > 0)]
+                return self._state.limits(key, chosen, gpus_per_pod)
+
+            return limits
 
         gang: GangSize | UnknownSize | UndeclaredSize = GangSize(pods=0, source="")
         if domain is not None and not domain.deleting:
@@ -197,7 +214,9 @@ class AllocatorReconciler:
             if has_units(units, recorded):
                 asks = unit_asks(
                     units,
-                    recorded={unit: part.size for unit, part in recorded.items()},
+                    recorded={
+                        unit: part.size + part.channel_only for unit, part in recorded.items()
+                    },
                     explicit=explicit,
                     unit_label=unit_label,
                     namespace=domain.metadata.namespace,
@@ -210,15 +229,9 @@ class AllocatorReconciler:
                     key=key, domain=domain, placement=placement, units=asks,
                     unlabelled=units.unlabelled, unknown=units.unknown, view=view, now=now,
                     waited=waited, nodes_without_nvlink=without_nvlink, gpus_of=gpus_of,
-                    limits=limits_of,
+                    limits=limits_of, channel_only=channel_only, room=room,
                 )  # fmt: skip
-            gang = gang_size(
-                explicit=explicit,
-                pods=live,
-                workload=self._caches.workload,
-                template=domain.template_name,
-                jobset_jobs=self._caches.jobset_jobs,
-            )
+            gang = self._gpu_gang(domain, live, explicit, gpus_of, channel_only)
         return plan_domain(
             key=key,
             domain=domain,
@@ -232,15 +245,49 @@ class AllocatorReconciler:
             nodes_without_nvlink=without_nvlink,
             gpus_of=gpus_of,
             limits=limits_of(pods),
+            channel_only=channel_only,
+            room=room,
         )
 
-    def _gpu_view(self, pods: list[Pod]) -> tuple[ClusterView, Callable[[Pod], int]]:
-        """The view the domain is placed in (nodes that serve the ways its pods ask for GPUs)
-        and the GPUs each of its pods asks for (``gpuapis.py``)."""
+    def _gpu_gang(
+        self,
+        domain: ComputeDomain,
+        live: Sequence[Pod],
+        explicit: int | None,
+        gpus_of: Callable[[Pod], int],
+        channel_only: Callable[[Pod], bool],
+    ) -> GangSize | UnknownSize | UndeclaredSize:
+        """The size of the gang of pods that take GPUs (``gang.py``): ``spec.gang.size`` less
+        the live pods without GPUs, else what the workloads of the pods with GPUs want (a
+        JobSet without its Jobs whose pods take none)."""
+        without = [pod for pod in live if gpus_of(pod) == 0 and channel_only(pod)]
+        if explicit is not None:
+            return less_channel_only(GangSize(pods=explicit, source="spec.gang.size"), len(without))
+        skip = frozenset(
+            owner.uid
+            for pod in without
+            if (owner := controller_of(pod)) is not None and owner.kind == JOB_KIND
+        )
+        return gang_size(
+            explicit=None,
+            pods=[pod for pod in live if gpus_of(pod) > 0],
+            workload=self._caches.workload,
+            template=domain.template_name,
+            jobset_jobs=self._caches.jobset_jobs,
+            skip_jobs=skip,
+        )
+
+    def _gpu_view(
+        self, pods: list[Pod]
+    ) -> tuple[ClusterView, Callable[[Pod], int], Callable[[Pod], bool]]:
+        """The view the domain is placed in (nodes that serve the ways its pods ask for GPUs),
+        the GPUs each of its pods asks for, and whether a pod asks for none at all
+        (``gpuapis.py``)."""
         view = self._state.view()
         asks = pod_asks((pod for pod in pods if not finished(pod)), self._caches.claim_spec)
         needed = apis_needed(asks.values())
-        return restrict(view, self._state.facts(), needed), gpu_counter(asks, view)
+        restricted = restrict(view, self._state.facts(), needed)
+        return restricted, gpu_counter(asks, view), channel_only_test(asks)
 
     def _ranks(self, pods: Sequence[Pod]) -> dict[str, int]:
         """The ranks of the pods that carry an index (``ranks.py``)."""

@@ -89,6 +89,13 @@ def spec_body(spec: PlacementSpec) -> dict[str, Any]:
         body.pop("evicting", None)
     if body.get("multiNodeNvlink") is True:
         body.pop("multiNodeNvlink")  # the default: records of domains in cliques read as before
+    # Without pods that ask only for the channel, a record reads as it did before they existed.
+    if not body.get("channelOnly"):
+        body.pop("channelOnly", None)
+    for piece in body.get("slices", ()):
+        for member in piece.get("members", ()):
+            if not member.get("channelOnlyPods"):
+                member.pop("channelOnlyPods", None)
     return body
 
 

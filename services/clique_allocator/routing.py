@@ -13,7 +13,10 @@
 - a ReplicaSet, StatefulSet or Job: the domains of its pods, when the size it wants changed;
 - a ResourceSlice of NVIDIA's GPU DRA driver, when its GPUs or their blocking taints changed,
   a DeviceTaintRule, and a ResourceClaim no Placement accounts for whose GPUs changed:
-  capacity only (grown unless fewer GPUs are free).
+  capacity only (grown unless fewer GPUs are free);
+- a ResourceSlice of cdo's own driver, when its channel attachment devices changed: capacity
+  (grown unless fewer); a ResourceClaim no Placement accounts for that takes or gives back an
+  attachment device: usage (freed when it gave one back).
 
 The functions read the caches only through the lookups they are given and return a
 :class:`Routed`; :func:`connect` registers them as the informers' handlers and applies what they
@@ -28,11 +31,11 @@ from typing import Any
 
 import msgspec
 
+from services.clique_allocator.attachments import attachment_nodes, published_attachments
 from services.clique_allocator.caches import (
     BY_NODE,
     Caches,
     bound_node,
-    claim_owner,
     gpu_node,
     owner_uid,
     pod_template_keys,
@@ -40,7 +43,7 @@ from services.clique_allocator.caches import (
 from services.clique_allocator.dragpus import NodeDraGpus, allocated_gpus, dra_gpus
 from services.clique_allocator.gang import workload_pods
 from services.clique_allocator.nodes import node_facts, without_nvlink
-from services.clique_allocator.objects import Workload, finished, gated, pinned_to
+from services.clique_allocator.objects import Workload, claim_owner, finished, gated, pinned_to
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.names import GPU_RESOURCE
 from shared.crds.placement import Placement
@@ -161,6 +164,15 @@ def slice_changed(old: ResourceSlice | None, new: ResourceSlice | None) -> Route
     return Routed(capacity=after[1] >= before[1])
 
 
+def attachment_slice_changed(old: ResourceSlice | None, new: ResourceSlice | None) -> Routed:
+    """A cdo slice: capacity, when its attachment devices changed."""
+    before = sum(published_attachments([old]).values()) if old is not None else 0
+    after = sum(published_attachments([new]).values()) if new is not None else 0
+    if before == after:
+        return NOTHING
+    return Routed(capacity=after > before)
+
+
 def taint_rule_changed(old: DeviceTaintRule | None, new: DeviceTaintRule | None) -> Routed:
     """A DeviceTaintRule: capacity (taken away unless it went)."""
     if old is not None and new is not None and old.spec == new.spec:
@@ -174,13 +186,18 @@ def claim_changed(
     *,
     accounted: Callable[[ResourceClaim], bool],
 ) -> Routed:
-    """A claim: capacity, when the GPUs it holds changed and no Placement accounts for it."""
+    """A claim no Placement accounts for: capacity, when the GPUs it holds changed; usage,
+    when the attachment devices it holds changed."""
     before = allocated_gpus(old) if old is not None else []
     after = allocated_gpus(new) if new is not None else []
     claim = new or old
-    if before == after or claim is None or accounted(claim):
+    if claim is None or accounted(claim):
         return NOTHING
-    return Routed(capacity=len(after) < len(before))
+    held_before = attachment_nodes(old) if old is not None else []
+    held_after = attachment_nodes(new) if new is not None else []
+    usage = None if held_before == held_after else len(held_after) < len(held_before)
+    capacity = None if before == after else len(after) < len(before)
+    return Routed(capacity=capacity, usage=usage)
 
 
 def workload_changed(
@@ -266,6 +283,7 @@ def connect(
     caches.pods.add_handler(on_pod)
     caches.nodes.add_handler(on_node)
     caches.slices.add_handler(lambda old, new: apply(slice_changed(old, new)))
+    caches.attachment_slices.add_handler(lambda old, new: apply(attachment_slice_changed(old, new)))
     caches.taint_rules.add_handler(lambda old, new: apply(taint_rule_changed(old, new)))
     caches.claims.add_handler(on_claim)
     for kind, informer in caches.workloads.items():

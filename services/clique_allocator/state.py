@@ -100,8 +100,24 @@ class ClusterState:
                 placements=placements,
                 pod=pods.get,
                 bound=self._caches.pods_on,
+                holders=self._caches.attachment_holders(),
             )
         return self._usage
+
+    def own_pods(self, domain: str) -> dict[str, int]:
+        """Per node, the pods (slots and seats without GPUs) ``domain``'s record holds there."""
+        return {node: use.pods for node, use in self._usage_table().own(domain).items()}
+
+    def free_attachments(self) -> dict[str, int]:
+        """Per node whose cdo ResourceSlice is known, its attachment devices nobody holds
+        (``attachments.py``)."""
+        total = self._usage_table().total
+        free: dict[str, int] = {}
+        for name, facts in self.facts().items():
+            if facts.attachments is not None:
+                held = total[name].attachments if name in total else 0
+                free[name] = max(0, facts.attachments - held)
+        return free
 
     def view(self) -> ClusterView:
         if self._view is None:
@@ -138,10 +154,18 @@ class ClusterState:
         self.rebuilds += 1
         reservations, recorded = self._recorded()
         dra = self._caches.dra_gpus(recorded)
+        attachments = self._caches.attachments()
         facts = [
             found
             for node in self._caches.nodes.cache.objects()
-            if (found := node_facts(node, dra.get(node.metadata.name))) is not None
+            if (
+                found := node_facts(
+                    node,
+                    dra.get(node.metadata.name),
+                    attachments=attachments.get(node.metadata.name),
+                )
+            )
+            is not None
         ]
         self._facts = {f.name: f for f in facts}
         self._memos = {}
@@ -167,7 +191,7 @@ class ClusterState:
         cached = self._caches.placements.cache
         for key in sorted(set(cached.keys()) | set(self._book.keys())):
             placement = self._book.current(key, cached.get(key))
-            if placement is None or placement.spec.gpus_per_pod < 1:
+            if placement is None:
                 continue
             reservations.extend(recorded_reservations(key, placement.spec))
             namespace = placement.metadata.namespace

@@ -5,11 +5,13 @@ through :attr:`PlacementSpec.all_slices`, so a record of the first release is on
 status reports two views of it:
 
 - **member nodes**, one per node however many slices use it (slices of one domain in one clique
-  may share a node): its clique and IMEX slot, the slices it serves, the pods pinned to it, and
-  what keeps it from being Ready (a node problem, pods that do not run on it). Ordered by clique
-  (in slice order), then slot, then name;
-- **slices**, by index: the pods placed in each, how many of them run on their member node, and
-  the pod slots it holds (``gpus / gpusPerPod`` summed over its members).
+  may share a node): its clique and IMEX slot, the slices it serves, the pods pinned to it (those
+  that take GPUs, by rank, then those that ask only for the channel, by name), and what keeps it
+  from being Ready (a node problem, pods that do not run on it). A node that holds only pods
+  without GPUs is a member like any. Ordered by clique (in slice order), then slot, then name;
+- **slices**, by index: the pods placed in each (with and without GPUs), how many of them run
+  on their member node, and the pod slots it holds (``gpus / gpusPerPod`` summed over its
+  members: pods that take GPUs only).
 
 A node's readiness depends on that node and its own pods only, so a fault in one slice leaves
 the other slices' nodes as they are.
@@ -34,7 +36,7 @@ class MemberNode(msgspec.Struct, frozen=True, kw_only=True):
     slices: tuple[int, ...]
     gpus: int
     pods: tuple[str, ...]
-    """Pods pinned to the node, by rank."""
+    """Pods pinned to the node: by rank, then those without GPUs by name."""
     facts: NodeFacts | None
     """The node as the caches show it; None when it left the cluster."""
     problem: str
@@ -57,11 +59,11 @@ class SliceView(msgspec.Struct, frozen=True, kw_only=True):
 
     spec: PlacementSlice
     pods: int
-    """Pods placed in the slice."""
+    """Pods placed in the slice, those without GPUs included."""
     running: int
     """Of those, pods that run on their member node."""
     room: int
-    """Pod slots the slice holds, pinned or still free."""
+    """Pod slots (for pods that take GPUs) the slice holds, pinned or still free."""
     nodes: tuple[str, ...]
     """Member nodes, in slot order."""
 
@@ -118,13 +120,17 @@ def _slice_view(
     members = sorted(piece.members, key=lambda m: (m.slot, m.node))
     return SliceView(
         spec=piece,
-        pods=piece.placed_pods,
-        running=sum(
-            1 for m in members for placed in m.pods if runs_on(pods.get(placed.name), m.node)
-        ),
+        pods=piece.placed_pods + piece.placed_channel_only,
+        running=sum(1 for m in members for name in _pinned(m) if runs_on(pods.get(name), m.node)),
         room=piece.slots(gpus_per_pod),
         nodes=tuple(m.node for m in members),
     )
+
+
+def _pinned(member: SliceMember) -> tuple[str, ...]:
+    """The member's pods: by rank, then those without GPUs by name."""
+    ranked = sorted(member.pods, key=lambda p: p.rank)
+    return (*(p.name for p in ranked), *sorted(p.name for p in member.channel_only_pods))
 
 
 def _member_node(
@@ -134,7 +140,11 @@ def _member_node(
     node: NodeFacts | None,
 ) -> MemberNode:
     first_slice, first_member = uses[0]
-    pinned = sorted((placed for _, member in uses for placed in member.pods), key=lambda p: p.rank)
+    ranked = sorted((placed for _, member in uses for placed in member.pods), key=lambda p: p.rank)
+    pinned = (
+        *(p.name for p in ranked),
+        *sorted(p.name for _, member in uses for p in member.channel_only_pods),
+    )
     problem, detail = node_problem(name, node, clique=first_slice.clique)
     return MemberNode(
         name=name,
@@ -142,11 +152,11 @@ def _member_node(
         slot=first_member.slot,
         slices=tuple(piece.index for piece, _ in uses),
         gpus=sum(member.gpus for _, member in uses),
-        pods=tuple(p.name for p in pinned),
+        pods=pinned,
         facts=node,
         problem=problem,
         detail=detail,
-        waiting_for=tuple(p.name for p in pinned if not runs_on(pods.get(p.name), name)),
+        waiting_for=tuple(p for p in pinned if not runs_on(pods.get(p), name)),
     )
 
 

@@ -16,8 +16,10 @@ placement as member nodes and slices). Conditions (each with ``observedGeneratio
   placement holds room for fewer pods than the gang size (a fault evicted members whose
   replacements wait; the message names the slices short of room); else ``Healthy``, or
   ``NotPlaced``.
-- ``Ready``: True (``AllMembersReady``) when the whole gang is placed, every placed pod of every
-  slice runs on its member node and no member is degraded; else the first that applies:
+- ``Ready``: True (``AllMembersReady``) when the whole gang is placed (its ``size`` pods that
+  take GPUs and its ``channelOnly`` pods that ask only for the channel, at least one pod in
+  all), every placed pod of every slice runs on its member node and no member is degraded;
+  else the first that applies:
   ``Deleting``, ``TemplateNameConflict``, ``WaitingForPlacement``, the Degraded reason,
   ``PodsNotRunning``.
 - ``Deleting``: only while the domain is being deleted: ``WaitingForPods``,
@@ -149,7 +151,7 @@ def _placed(facts: DomainFacts, placed: Layout) -> _Verdict:
         return _Verdict(status="True", reason=WITHOUT_NVLINK, message=without_nvlink(placed))
     if placement is not None:
         message = (
-            f"{placement.placed_pods} pods on {where(placed)}"
+            f"{_placed_pods(placement)} pods on {where(placed)}"
             if placed.slices
             else "the allocator's record holds no slice yet"
         )
@@ -186,9 +188,11 @@ def _ready(facts: DomainFacts, placed: Layout, degraded: _Verdict) -> _Verdict:
         return no("WaitingForPlacement", "the clique allocator has not placed the domain yet")
     if not placement.multi_node_nvlink:
         return _ready_without_nvlink(placement, placed, degraded)
-    pods = placement.placed_pods
-    if pods == 0 or pods < placement.size:
-        return no("WaitingForPlacement", f"{pods} of {placement.size} pods placed")
+    pods = _placed_pods(placement)
+    wanted = placement.size + placement.channel_only
+    short = placement.placed_pods < placement.size
+    if pods == 0 or short or placement.placed_channel_only < placement.channel_only:
+        return no("WaitingForPlacement", f"{pods} of {wanted} pods placed")
     if degraded.status == "True":
         return no(degraded.reason, degraded.message)
     waiting = [name for m in placed.nodes for name in m.waiting_for]
@@ -203,6 +207,11 @@ def _ready(facts: DomainFacts, placed: Layout, degraded: _Verdict) -> _Verdict:
         message=f"{pods} pods running on {len(placed.nodes)} nodes{spread(placed)}, "
         "IMEX ready on each",
     )
+
+
+def _placed_pods(placement: PlacementSpec) -> int:
+    """The pods the record seats, with GPUs or only the channel."""
+    return placement.placed_pods + placement.placed_channel_only
 
 
 def _ready_without_nvlink(placement: PlacementSpec, placed: Layout, degraded: _Verdict) -> _Verdict:
@@ -349,6 +358,6 @@ def compute_status(
         reason=reason,
         members=tuple(event_member(m) for m in placed.nodes),
         slices=tuple(event_slice(piece) for piece in placed.slices),
-        size=placement.size if placement is not None else facts.gang_size,
+        size=placement.size + placement.channel_only if placement is not None else facts.gang_size,
         deletion=step,
     )

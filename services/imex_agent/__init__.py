@@ -14,8 +14,8 @@ Modules, outside in:
   ``programs`` (``CommandImex``, ``LauncherImex``), ``pidprocess`` (a daemon held through a
   pidfd: spawned here, by the launcher, or adopted), ``launchprotocol`` (the agent's and the
   launcher's one-line messages), ``launcher`` (the daemon's own container in the DaemonSet,
-  so it outlives the agent); ``preflight``: the daemon record (adopt or not), leftovers and
-  foreign daemons;
+  so it outlives the agent), ``launchprobe`` (that container's readiness probe);
+  ``preflight``: the daemon record (adopt or not), leftovers and foreign daemons;
 - ``driver``: the DRA handler (``readiness``: whether the local daemon is READY, for
   prepare); ``claims``: claim -> domain -> channel; ``channels``: device nodes; ``cdi``: CDI
   specs; ``checkpoint``: what survives restarts; ``resourceslice``: the node's attachment
@@ -27,10 +27,36 @@ Modules, outside in:
 docs/imex-agent.md describes the design, the settings and the limitations.
 """
 
-from services.imex_agent.agent import ImexAgent
-from services.imex_agent.binaries import Imex, ImexProcess
-from services.imex_agent.programs import CommandImex
-from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.imex_agent.agent import ImexAgent
+    from services.imex_agent.binaries import Imex, ImexProcess
+    from services.imex_agent.programs import CommandImex
+    from services.imex_agent.settings import AgentSettings, DraSettings, ImexSettings
+
+_EXPORTS = {
+    "AgentSettings": "services.imex_agent.settings",
+    "CommandImex": "services.imex_agent.programs",
+    "DraSettings": "services.imex_agent.settings",
+    "Imex": "services.imex_agent.binaries",
+    "ImexAgent": "services.imex_agent.agent",
+    "ImexProcess": "services.imex_agent.binaries",
+    "ImexSettings": "services.imex_agent.settings",
+}
+"""Imported on first use (PEP 562), not with the package: the IMEX launcher and its probe import
+their own modules of this package without loading the whole agent."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "AgentSettings",

@@ -6,7 +6,8 @@ container edits add the channel device node of the pod's slice (type, major and 
 host path the agent's device root) and environment naming the domain, the channel, the slice
 and the pod's ranks, plus NVIDIA's four variables under NVIDIA's names (:func:`grant_env`). The
 kubelet hands the device id ``cdo.dev/imex-channel=<claim uid>`` to the container runtime, which
-applies the edits. One file per claim keeps a claim's unprepare to one file removal, and the uid
+applies the edits. A pod that asks for no GPU holds no rank: its environment has no rank
+variables. One file per claim keeps a claim's unprepare to one file removal, and the uid
 keeps device names unique across every spec of the kind, as CDI requires. Rendering is a pure
 function of the grant: the same grant always gives the same bytes.
 """
@@ -76,10 +77,10 @@ class SliceSeat(msgspec.Struct, frozen=True, kw_only=True):
     """The slice's index in the Placement."""
     size: int
     """Ranks the slice covers."""
-    rank: int
-    """The pod's rank in the gang."""
-    slice_rank: int
-    """The pod's rank in the slice: ``rank`` minus the slice's first rank."""
+    rank: int | None = None
+    """The pod's rank in the gang; None for a pod that asks for no GPU (it holds no rank)."""
+    slice_rank: int | None = None
+    """The pod's rank in the slice: ``rank`` minus the slice's first rank (None with it)."""
 
 
 class ChannelGrant(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,13 +106,17 @@ def grant_env(grant: ChannelGrant) -> tuple[str, ...]:
     seat = grant.seat
     if seat is None:
         return domain
+    ranks = (
+        (f"{ENV_SLICE_RANK}={seat.slice_rank}", f"{ENV_RANK}={seat.rank}")
+        if seat.rank is not None and seat.slice_rank is not None
+        else ()
+    )
     return (
         *domain,
         f"{ENV_CLIQUE}={seat.clique}",
         f"{ENV_SLICE_INDEX}={seat.index}",
         f"{ENV_SLICE_SIZE}={seat.size}",
-        f"{ENV_SLICE_RANK}={seat.slice_rank}",
-        f"{ENV_RANK}={seat.rank}",
+        *ranks,
         f"{NVIDIA_ENV_CLIQUE}={seat.clique}",
         f"{NVIDIA_ENV_DOMAIN_UID}={grant.domain_uid}",
         f"{NVIDIA_ENV_DOMAIN_NAME}={grant.domain_name}",

@@ -13,7 +13,9 @@ it through its record, as :mod:`services.imex_agent.preflight` describes.
 
 The launcher knows one request, on a unix socket (``launcher_socket``) in the shared directory:
 one JSON line :class:`LaunchRequest` ``{"config": <config.cfg>, "output": <file>}``, answered by
-one line :class:`LaunchReply` ``{"pid": N, "start_time": T}`` or ``{"error": "..."}``. It runs
+one line :class:`LaunchReply` ``{"pid": N, "start_time": T}`` or ``{"error": "..."}``; and the
+readiness probe's ``{"probe": true}`` (:mod:`services.imex_agent.launchprobe`), answered with the
+daemon it holds. It runs
 ``daemon_command -c <config>`` (only a config in its ``config_dir``; the agent chooses no
 program) in a session of its own and reaps it when it exits. Everything else the agent does
 itself, by pid, through the shared process namespace: SIGUSR1, SIGTERM, watching it exit.
@@ -38,7 +40,12 @@ from pathlib import Path
 import msgspec
 
 from services.imex_agent.binaries import ImexStartError
-from services.imex_agent.launchprotocol import LaunchReply, LaunchRequest
+from services.imex_agent.launchprotocol import (
+    LaunchReply,
+    LaunchRequest,
+    ProbeRequest,
+    decode_request,
+)
 from services.imex_agent.pidprocess import PidProcess, spawn
 from services.imex_agent.settings import ImexSettings
 from shared.errors import ConfigError
@@ -60,6 +67,10 @@ def request_refusal(request: LaunchRequest, *, config_dir: Path) -> str | None:
         if path.parent != config_dir:
             return f"{what} {path} is not in the launcher's directory {config_dir}"
     return None
+
+
+def _reply_for(daemon: PidProcess) -> LaunchReply:
+    return LaunchReply(pid=daemon.identity.pid or 0, start_time=daemon.identity.start_time)
 
 
 class Launcher:
@@ -101,11 +112,14 @@ class Launcher:
         try:
             line = await reader.readline()
             try:
-                request = msgspec.json.decode(line, type=LaunchRequest)
+                request = decode_request(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 reply = LaunchReply(error=f"not a launch request: {exc}")
             else:
-                reply = await self.launch(request)
+                if isinstance(request, ProbeRequest):
+                    reply = self.held()
+                else:
+                    reply = await self.launch(request)
             writer.write(msgspec.json.encode(reply) + b"\n")
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -114,6 +128,13 @@ class Launcher:
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
+
+    def held(self) -> LaunchReply:
+        """The probe's answer: the daemon this launcher holds, pid 0 when none."""
+        daemon = self._daemon
+        if daemon is None or daemon.exited:
+            return LaunchReply()
+        return _reply_for(daemon)
 
     async def launch(self, request: LaunchRequest) -> LaunchReply:
         """Start a daemon for ``request`` (stopping one that still runs first)."""
@@ -134,7 +155,7 @@ class Launcher:
             self._reapers.add(reaper)
             reaper.add_done_callback(self._reapers.discard)
             log.info("nvidia-imex started", extra={"pid": daemon.pid, "config": request.config})
-            return LaunchReply(pid=daemon.identity.pid or 0, start_time=daemon.identity.start_time)
+            return _reply_for(daemon)
 
     async def _reap(self, daemon: PidProcess) -> None:
         code = await daemon.wait()

@@ -2,7 +2,8 @@
 
 A domain's channel goes to one pod: the one the claim's ``status.reservedFor`` names, and only
 when the domain's Placement seats **that very pod** (same name, same uid) on **this node**, in a
-slice of this node's clique. What the claim's labels say picks which Placement is asked; they
+slice of this node's clique, with a rank or among the slice's pods that ask for no GPU (which
+hold no rank). What the claim's labels say picks which Placement is asked; they
 never make a pod a member. The rule, in order, with the refusal's reason:
 
 ==================  ===========================================================================
@@ -35,18 +36,22 @@ import msgspec
 
 from services.imex_agent.cdi import SliceSeat
 from shared.crds.placement import PlacedPod, PlacementSlice, PlacementSpec
+from shared.crds.placement import PodRef as PlacementPodRef
 from shared.kube.models import ResourceClaimConsumerReference
 
 
 class Seating(NamedTuple):
-    """Where the Placement seats a pod: its slice, its node, and its entry (with its rank)."""
+    """Where the Placement seats a pod: its slice, its node, and its entry (with its rank, or
+    without one for a pod that asks for no GPU)."""
 
     piece: PlacementSlice
     node: str
-    pod: PlacedPod
+    pod: PlacedPod | PlacementPodRef
 
     @property
     def seat(self) -> SliceSeat:
+        if not isinstance(self.pod, PlacedPod):
+            return SliceSeat(clique=self.piece.clique, index=self.piece.index, size=self.piece.size)
         return SliceSeat(
             clique=self.piece.clique,
             index=self.piece.index,
@@ -83,14 +88,21 @@ def reserving_pods(consumers: Sequence[ResourceClaimConsumerReference]) -> tuple
 
 
 def seatings(spec: PlacementSpec, *, pod: str) -> tuple[Seating, ...]:
-    """Every place the record seats a pod named ``pod`` (one, or none), in either shape."""
-    return tuple(
-        Seating(piece=piece, node=member.node, pod=placed)
-        for piece in spec.all_slices
-        for member in piece.members
-        for placed in member.pods
-        if placed.name == pod
-    )
+    """Every place the record seats a pod named ``pod`` (one, or none), in either shape, with a
+    rank or among the pods that ask for no GPU."""
+    found: list[Seating] = []
+    for piece in spec.all_slices:
+        for member in piece.members:
+            seated: tuple[PlacedPod | PlacementPodRef, ...] = (
+                *member.pods,
+                *member.channel_only_pods,
+            )
+            found.extend(
+                Seating(piece=piece, node=member.node, pod=placed)
+                for placed in seated
+                if placed.name == pod
+            )
+    return tuple(found)
 
 
 def pinned_here(

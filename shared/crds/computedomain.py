@@ -70,8 +70,9 @@ class ComputeDomainChannel(CrdStruct, frozen=True, kw_only=True):
         Literal["Single", "All"],
         Meta(
             description="Single: each pod gets the domain's own channel (isolated from other "
-            "domains). All: each pod gets every channel of its node, as in NVIDIA's driver; "
-            "no isolation. Immutable.",
+            "domains). All (in NVIDIA's driver, every channel of the node) is accepted so that "
+            "NVIDIA's manifests apply, and treated as Single: each pod gets the domain's own "
+            "channel only. Immutable.",
             extra={CRD_DEFAULT: True},
             extra_json_schema={
                 "x-kubernetes-validations": [

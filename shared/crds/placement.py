@@ -58,7 +58,8 @@ class PodRef(CrdStruct, frozen=True, kw_only=True):
 
 
 class SliceMember(CrdStruct, frozen=True, kw_only=True):
-    """One node of a slice: the GPUs the domain holds there and the pods pinned to it."""
+    """One node of a slice: the GPUs the domain holds there and the pods pinned to it (those
+    that take GPUs, with their ranks, and those that take only the channel)."""
 
     node: Annotated[str, Meta(description="Node name.", min_length=1)]
     slot: Annotated[int, Meta(description="The node's IMEX slot (tray index) in the clique.", ge=0)]
@@ -70,6 +71,18 @@ class SliceMember(CrdStruct, frozen=True, kw_only=True):
         tuple[PlacedPod, ...],
         Meta(
             description="The slice's pods pinned to the node, by rank.",
+            extra_json_schema={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+        ),
+    ] = ()
+    channel_only_pods: Annotated[
+        tuple[PodRef, ...],
+        Meta(
+            description="Pods of the domain pinned to the node that ask for no GPU, only the "
+            "domain's channel: they hold no rank and no GPU, each takes an attachment device "
+            "of the node.",
             extra_json_schema={
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["name"],
@@ -136,10 +149,18 @@ class PlacementSlice(CrdStruct, frozen=True, kw_only=True):
 
     @property
     def placed_pods(self) -> int:
+        """Pods that take GPUs pinned in the slice."""
         return sum(len(member.pods) for member in self.members)
 
+    @property
+    def placed_channel_only(self) -> int:
+        """Pods that ask for no GPU pinned in the slice."""
+        return sum(len(member.channel_only_pods) for member in self.members)
+
     def slots(self, gpus_per_pod: int) -> int:
-        """Pod slots the slice holds (pinned or still free)."""
+        """Pod slots the slice holds (pinned or still free); none without GPUs per pod."""
+        if gpus_per_pod < 1:
+            return 0
         return sum(member.gpus for member in self.members) // gpus_per_pod
 
     def rank_in_slice(self, rank: int) -> int:
@@ -167,8 +188,25 @@ _LEGACY = "Deprecated: the one-clique shape of the first release, read but no lo
 class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
     """The allocator's decision for one domain."""
 
-    gpus_per_pod: Annotated[int, Meta(description="GPUs each pod of the gang takes.", ge=1)]
-    size: Annotated[int, Meta(description="Pods in the gang.", ge=0)]
+    gpus_per_pod: Annotated[
+        int,
+        Meta(
+            description="GPUs each pod of the gang takes; 0 while no pod of the domain takes "
+            "GPUs (a domain of pods that ask only for the channel).",
+            ge=0,
+        ),
+    ]
+    size: Annotated[
+        int, Meta(description="Pods that take GPUs in the gang: the ranks its slices cover.", ge=0)
+    ]
+    channel_only: Annotated[
+        int,
+        Meta(
+            description="Pods of the domain that ask for no GPU, only the channel, placed or "
+            "waiting (each is seated in a slice's members[].channelOnlyPods).",
+            ge=0,
+        ),
+    ] = 0
     slice_size: (
         Annotated[
             int,
@@ -233,7 +271,13 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
 
     @property
     def placed_pods(self) -> int:
+        """Pods that take GPUs seated in any slice."""
         return sum(piece.placed_pods for piece in self.all_slices)
+
+    @property
+    def placed_channel_only(self) -> int:
+        """Pods that ask for no GPU seated in any slice."""
+        return sum(piece.placed_channel_only for piece in self.all_slices)
 
     @property
     def reserved_pods(self) -> int:
@@ -247,10 +291,13 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
 
     @property
     def pod_names(self) -> frozenset[str]:
-        """Every pod seated in any slice."""
-        return frozenset(
-            pod.name for piece in self.all_slices for member in piece.members for pod in member.pods
+        """Every pod seated in any slice, those without GPUs included."""
+        seated = (
+            (*(pod.name for pod in member.pods), *(ref.name for ref in member.channel_only_pods))
+            for piece in self.all_slices
+            for member in piece.members
         )
+        return frozenset(name for names in seated for name in names)
 
     @property
     def nodes(self) -> tuple[str, ...]:

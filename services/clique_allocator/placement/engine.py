@@ -230,7 +230,10 @@ def _open_new_slices(progress: _Progress) -> NotPlaced | None:
     if rest <= 0:
         return None
     largest = progress.view.largest_clique(request.gpus_per_pod)
-    if request.slice_pods is None and largest is not None and rest > largest[0]:
+    # A span is shared among a known number of slices, so it is never cut automatically: such
+    # a gang larger than the largest clique's room waits for room in one slice.
+    cut = request.slice_pods is None and request.span is None
+    if cut and largest is not None and rest > largest[0]:
         return _cut_into_fewest(progress, rest)
     sizes = new_slice_sizes(rest, request.slice_pods)
     progress.slices += len(sizes)

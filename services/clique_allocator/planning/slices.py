@@ -82,7 +82,7 @@ def holds_of(spec: PlacementSpec) -> list[SliceHold]:
             slots={
                 member.node: member.gpus // spec.gpus_per_pod
                 for member in piece.members
-                if member.gpus >= spec.gpus_per_pod
+                if spec.gpus_per_pod > 0 and member.gpus >= spec.gpus_per_pod
             },
             seats={
                 pod.name: Seat(node=member.node, rank=pod.rank, uid=pod.uid)
@@ -98,13 +98,14 @@ def holds_of(spec: PlacementSpec) -> list[SliceHold]:
 
 
 def reservation_of(domain: str, hold: SliceHold, *, gpus_per_pod: int) -> Reservation:
-    """The engine's reservation for one slice."""
+    """The engine's reservation for one slice (of a domain whose pods take no GPU yet
+    (``gpus_per_pod`` 0): its clique and channel only)."""
     return Reservation(
         domain=domain,
         slice_index=hold.index,
         clique=hold.clique,
         channel=hold.channel,
-        gpus_per_pod=gpus_per_pod,
+        gpus_per_pod=max(1, gpus_per_pod),
         shares=tuple(
             NodeShare(node=node, pods=count) for node, count in sorted(hold.slots.items()) if count
         ),

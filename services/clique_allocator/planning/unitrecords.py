@@ -3,9 +3,10 @@
 A domain placed in units (``units.py``) has one Placement whose slices each name their
 ``unit``. Each unit is planned as a gang of its own, on a record of its own: :func:`unit_specs`
 cuts the Placement into one such record per unit (its slices numbered from 0, ``unit`` left
-out, ``size`` the ranks its slices cover), and :func:`merge_units` writes the units' records
-back into one Placement. A slice keeps its index in the Placement for as long as it lives;
-a new slice takes the lowest index no other slice has.
+out, ``size`` the ranks its slices cover, ``channelOnly`` the pods without GPUs seated in
+them), and :func:`merge_units` writes the units' records back into one Placement. A slice
+keeps its index in the Placement for as long as it lives; a new slice takes the lowest index no
+other slice has.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def unit_specs(spec: PlacementSpec) -> dict[str, PlacementSpec]:
         unit: msgspec.structs.replace(
             spec,
             size=sum(piece.size for piece in pieces),
+            channel_only=sum(piece.placed_channel_only for piece in pieces),
             slices=tuple(
                 msgspec.structs.replace(piece, index=number, unit="")
                 for number, piece in enumerate(pieces)
@@ -81,6 +83,7 @@ def merge_units(
     return PlacementSpec(
         gpus_per_pod=gpus_per_pod,
         size=sum(part.size for part in units.values()),
+        channel_only=sum(part.channel_only for part in units.values()),
         slice_size=next((part.slice_size for part in units.values() if part.slice_size), None),
         slices=tuple(sorted(slices, key=lambda p: p.index)),
         multi_node_nvlink=all(part.multi_node_nvlink for part in units.values()),

@@ -7,6 +7,7 @@ from sim.kubeapi.kinds import (
     apiextensions,
     apps,
     core,
+    cronjobs,
     devicetaints,
     dra,
     events,
@@ -164,6 +165,15 @@ def register_builtins(registry: Registry) -> None:
             extra_subresources=("scale",),
         ),
         _rt("batch", "v1", "jobs", "Job", apps.JobStrategy(), categories=("all",)),
+        _rt(
+            "batch",
+            "v1",
+            "cronjobs",
+            "CronJob",
+            cronjobs.CronJobStrategy(),
+            short=("cj",),
+            categories=("all",),
+        ),
         _rt("rbac.authorization.k8s.io", "v1", "roles", "Role", rbac.RoleStrategy(cluster=False)),
         _rt(
             "rbac.authorization.k8s.io",

@@ -384,12 +384,12 @@ class Api:
         count: int,
         *,
         template: str,
-        owner: tuple[str, str],
+        owner: tuple[str, str] | None,
         gpus: int = 4,
         namespace: str = NAMESPACE,
     ) -> list[str]:
         """Pods of a domain as the webhook leaves them: gated (created with the gate when no
-        webhook is registered)."""
+        webhook is registered); ``owner`` None: bare pods."""
         names = [f"{prefix}-{index:02d}" for index in range(count)]
         for name in names:
             pod = await self.create_pod(

@@ -201,3 +201,34 @@ async def test_a_placement_of_the_first_release_is_honoured_after_an_upgrade(
     assert pod_nodes(after.spec) == dict(zip(names, rack0, strict=True))
     assert sorted(p.rank for m in piece.members for p in m.pods) == [0, 1, 2, 3]
     check_no_double_booking(await api.placements())
+
+
+async def test_a_domain_of_pods_without_gpus_keeps_its_channel_across_a_new_leader(
+    api: Api, start_allocator: AllocatorFactory, tls: Tls
+) -> None:
+    # NVIDIA's channel check: a bare pod whose only claim is the domain's channel, no GPU.
+    await api.create_rack(0)
+    first = start_allocator("ca-a")
+    await first.wait_ready()
+    await api.register_webhook(tls, first.webhook_port)
+    await api.create_domain("smoke")
+    (smoke,) = await api.create_gated_pods("smoke", 1, template="smoke-rct", owner=None, gpus=0)
+    pins = await wait_for(lambda: all_pinned(api, [smoke]), what="the pod without GPUs pinned")
+    held = await api.placement("smoke")
+    assert held is not None
+    (piece,) = held.spec.slices
+    assert (held.spec.gpus_per_pod, held.spec.size, held.spec.channel_only) == (0, 0, 1)
+    assert (piece.clique, piece.channel) == (clique_id(0), 0)
+    assert [ref.name for m in piece.members for ref in m.channel_only_pods] == [smoke]
+    assert pins[smoke] in {m.node for m in piece.members}
+    first.kill()
+
+    # A new leader builds its view from the Placements: the channel stays the domain's.
+    second = start_allocator("ca-b", webhook_port=first.webhook_port)
+    await second.wait_ready()
+    await api.create_domain("other")
+    (other,) = await api.create_gated_pods("other", 1, template="other-rct", owner=None, gpus=0)
+    await wait_for(lambda: all_pinned(api, [other]), what="the second domain's pod pinned")
+    placed = await api.placement("other")
+    assert placed is not None
+    assert [(p.clique, p.channel) for p in placed.spec.slices] == [(clique_id(0), 1)]

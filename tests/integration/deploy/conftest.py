@@ -110,7 +110,16 @@ def generated(objs: Sequence[Manifest], kind: str, prefix: str) -> Manifest:
     return matches[0]
 
 
+def bootstrap_settings(objs: Sequence[Manifest]) -> dict[str, str]:
+    """The bootstrap's ``CDO_BOOTSTRAP_*`` settings as the overlay renders them: the ConfigMap
+    its Job and CronJob read (the components change it)."""
+    data: dict[str, str] = generated(objs, "ConfigMap", "cdo-bootstrap-env")["data"]
+    return data
+
+
 WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
+"""The kinds with a pod template at ``spec.template``. The bootstrap's CronJob runs the Job's
+pod template (test_renewal.py), so the checks of the Job cover it."""
 SERVICES = ("domain-controller", "clique-allocator", "imex-agent", "health-monitor")
 
 

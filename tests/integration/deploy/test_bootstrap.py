@@ -7,10 +7,13 @@ import datetime as dt
 from typing import Any
 
 import msgspec
+import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from services.nats_auth.nkeyjwt import Signer
+from shared.crds.definitions import compute_domain_crd, placement_crd
+from shared.errors import ConfigError
 from shared.kube.client import KubeClient
 from shared.kube.resources import NAMESPACES
 from tests.integration.deploy.conftest import NAMESPACE, load_bootstrap
@@ -27,7 +30,7 @@ def names_of(pem: bytes) -> list[str]:
 
 def test_webhook_certificate_names_the_service_and_expires_in_a_year() -> None:
     ca = bootstrap.new_ca(now=NOW)
-    names = bootstrap.webhook_names(NAMESPACE)
+    names = bootstrap.service_names(bootstrap.WEBHOOK_SERVICE, NAMESPACE)
     assert names[0] == f"cdo-clique-allocator.{NAMESPACE}.svc"
     leaf = bootstrap.issue(ca, names=names, client=False, now=NOW)
     cert = x509.load_pem_x509_certificate(leaf.cert)
@@ -132,3 +135,76 @@ async def test_the_auth_callout_issuer_is_made_once_and_kept(kube_client: KubeCl
     replaced = await secret(kube_client, bootstrap.NATS_AUTH_ISSUER_SECRET)
     assert replaced != issuer
     assert bootstrap.issuer_still_good({k: base64.b64decode(v) for k, v in replaced.items()})
+
+
+class _ConversionClientConfig(msgspec.Struct, rename="camel"):
+    ca_bundle: str = ""
+
+
+class _ConversionWebhook(msgspec.Struct, rename="camel"):
+    client_config: _ConversionClientConfig
+
+
+class _Conversion(msgspec.Struct):
+    strategy: str
+    webhook: _ConversionWebhook | None = None
+
+
+class _CrdSpec(msgspec.Struct):
+    conversion: _Conversion
+
+
+class _Crd(msgspec.Struct):
+    spec: _CrdSpec
+
+
+async def conversion_bundle(client: KubeClient, name: str) -> str:
+    raw = await client.get(bootstrap.CUSTOM_RESOURCE_DEFINITIONS, name)
+    webhook = msgspec.json.decode(raw, type=_Crd).spec.conversion.webhook
+    assert webhook is not None
+    return webhook.client_config.ca_bundle
+
+
+async def test_a_conversion_webhooks_certificate_is_one_more_entry(
+    kube_client: KubeClient,
+) -> None:
+    """A CRD's conversion webhook, served by a Service of cdo's: its certificate, and the CA in
+    the CRD's ``spec.conversion.webhook.clientConfig.caBundle``."""
+    await kube_client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    crd = compute_domain_crd()
+    name = crd["metadata"]["name"]
+    crd["spec"]["conversion"] = {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {
+                "service": {"namespace": NAMESPACE, "name": "cdo-conversion", "path": "/convert"}
+            },
+        },
+    }
+    await kube_client.create(bootstrap.CUSTOM_RESOURCE_DEFINITIONS, crd)
+    entry = bootstrap.ServingCertificate(
+        secret="cdo-conversion-tls", service="cdo-conversion", conversion_crds=(name,)
+    )
+    program = bootstrap.Bootstrap(
+        kube_client, settings=bootstrap.BootstrapSettings(namespace=NAMESPACE)
+    )
+    ca = await program.ca(NOW)
+    await program.serving_certificate(entry, ca=ca, now=NOW)
+    assert base64.b64decode(await conversion_bundle(kube_client, name)) == ca.cert
+    issued = await secret(kube_client, "cdo-conversion-tls")
+    assert names_of(base64.b64decode(issued["tls.crt"])) == sorted(
+        bootstrap.service_names("cdo-conversion", NAMESPACE)
+    )
+    # Nothing to do the next day; a CRD without a conversion webhook is named in the error.
+    await program.serving_certificate(entry, ca=ca, now=NOW + dt.timedelta(days=1))
+    assert await secret(kube_client, "cdo-conversion-tls") == issued
+    placements = placement_crd()
+    await kube_client.create(bootstrap.CUSTOM_RESOURCE_DEFINITIONS, placements)
+    wrong = bootstrap.ServingCertificate(
+        secret="cdo-conversion-tls",
+        service="cdo-conversion",
+        conversion_crds=(placements["metadata"]["name"],),
+    )
+    with pytest.raises(ConfigError, match=r"placements\.cdo\.dev has no conversion webhook"):
+        await program.serving_certificate(wrong, ca=ca, now=NOW)

@@ -26,12 +26,12 @@ from tests.integration.deploy.conftest import (
     OVERLAYS,
     ROOT,
     Manifest,
+    bootstrap_settings,
     group_of,
     kubectl,
 )
 
 STATEFULSET = ("apps", "StatefulSet")
-BOOTSTRAP_JOB = "cdo-bootstrap"
 ALWAYS_PATCHED = frozenset({"poddisruptionbudget.policy", "statefulset.apps"})
 """kubectl reports these "configured" on every re-apply, against a real cluster too: a PDB's
 selector has patch strategy ``replace`` (its diff is never empty) and the server fills defaults
@@ -184,7 +184,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     cluster.apply(write(tmp_path / "objs.yaml", keep))
     assert webhook_bundles(cluster) == []
 
-    flags = bootstrap_flags(overlays["prod"])
+    flags = bootstrap_settings(overlays["prod"])
     assert flags["CDO_BOOTSTRAP_TLS_CERTS"] == "true"
     assert flags["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"
     result = cluster.run_bootstrap(**flags)
@@ -230,17 +230,6 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     cluster.apply(tmp_path / "objs.yaml")
     assert webhook_bundles(cluster) == [ca]
     assert base64.b64decode(ca).startswith(b"-----BEGIN CERTIFICATE-----")
-
-
-def bootstrap_flags(objs: Sequence[Manifest]) -> dict[str, str]:
-    """The rendered Job's literal ``CDO_BOOTSTRAP_*`` settings (what the overlay turns on)."""
-    (job,) = [o for o in objs if o["kind"] == "Job" and o["metadata"]["name"] == BOOTSTRAP_JOB]
-    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
-    return {
-        item["name"]: item["value"]
-        for item in env
-        if item["name"].startswith("CDO_BOOTSTRAP_") and "value" in item
-    }
 
 
 def secret_references(workload: Manifest) -> set[str]:

@@ -71,6 +71,11 @@ def test_multi_stage_pinned_labelled_non_root() -> None:
         image = steps[index][1].split()[0]
         tag = image.partition(":")[2]
         assert re.fullmatch(r"\d+\.\d+\.\d+-slim-\w+", tag) or "@sha256:" in image, image
+        # Docker's official python image, named with its registry: a multi-platform index
+        # (linux/amd64 and linux/arm64 among others), so each platform's build pulls its own.
+        assert image.startswith("docker.io/library/python:"), image
+        # No stage is tied to one platform: `docker buildx build --platform a,b` builds each.
+        assert not steps[index][1].startswith("--platform"), steps[index]
     final = steps[stages[-1] :]
     users = [args for word, args in final if word == "USER"]
     assert users and users[-1].split(":")[0] not in ("root", "0")
@@ -111,7 +116,9 @@ def test_dockerignore_sends_only_the_package_sources_and_pins() -> None:
 
 
 def test_the_constraints_pin_every_runtime_dependency_within_pyproject() -> None:
-    # The committed pins cover what cdo needs at run time, and each satisfies pyproject's range.
+    # The committed pins cover what cdo needs at run time, each at the version installed here
+    # (the tests run what the image installs: ./task installs with the pins as constraints), and
+    # each satisfies pyproject's range.
     result = subprocess.run(
         [sys.executable, str(DOCKER / "constraints.py"), "--check"],
         capture_output=True,
@@ -161,7 +168,9 @@ def test_each_service_runs_from_the_entry_point_without_what_the_image_leaves_ou
 
 def test_deploy_runs_the_nats_server_version_the_tests_run() -> None:
     base = yaml.safe_load((ROOT / "deploy/kustomize/base/kustomization.yaml").read_text())
-    (tag,) = [image["newTag"] for image in base["images"] if image["name"] == "nats"]
+    (tag,) = [
+        image["newTag"] for image in base["images"] if image["name"] == "docker.io/library/nats"
+    ]
     answer = subprocess.run(
         [nats_server_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True
     )

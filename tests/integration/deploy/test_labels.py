@@ -26,7 +26,7 @@ RECOMMENDED = (
     "app.kubernetes.io/managed-by",
 )
 NAME = "app.kubernetes.io/name"
-CDO_IMAGES = "cdo/"
+CDO_IMAGES = "registry.example.com/cdo/"
 
 
 def rendered_sets(tmp_path: Path) -> Iterator[tuple[str, list[Manifest]]]:

@@ -18,6 +18,7 @@ CORE, APPS, BATCH, DRA = "", "apps", "batch", "resource.k8s.io"
 CD, CDO, LEASES = "resource.nvidia.com", "cdo.dev", "coordination.k8s.io"
 WEBHOOKS = "admissionregistration.k8s.io"
 AUTHN = "authentication.k8s.io"
+CRDS = "apiextensions.k8s.io"
 
 
 def grants(*rows: tuple[str, str, str]) -> frozenset[Access]:
@@ -74,6 +75,8 @@ EXPECTED: dict[str, frozenset[Access]] = {
     "cdo-bootstrap": grants(
         (CORE, "secrets", "get create patch"),
         (WEBHOOKS, "mutatingwebhookconfigurations", "get patch"),
+        (CRDS, "customresourcedefinitions", "get patch"),
+        (APPS, "statefulsets", "get patch"),
     ),
     # components/nats-auth-callout (prod): who a NATS client's token is, nothing else.
     "cdo-nats-auth": grants((AUTHN, "tokenreviews", "create")),
@@ -180,7 +183,13 @@ def test_leases_and_secrets_are_limited_by_name(overlays: dict[str, list[Manifes
             resources = rule["resources"]
             verbs = rule["verbs"]
             assert isinstance(resources, list) and isinstance(verbs, list)
-            sensitive = {"leases", "secrets", "mutatingwebhookconfigurations"} & set(resources)
+            sensitive = {
+                "leases",
+                "secrets",
+                "mutatingwebhookconfigurations",
+                "customresourcedefinitions",
+                "statefulsets",
+            } & set(resources)
             if sensitive and set(verbs) & {"get", "update", "patch"}:
                 names = rule.get("resourceNames")
                 assert isinstance(names, list) and names, (account, rule)

@@ -31,6 +31,7 @@ from tests.integration.deploy.conftest import (
     OVERLAYS,
     ROOT,
     Manifest,
+    bootstrap_settings,
     find,
     generated,
     group_of,
@@ -253,8 +254,7 @@ def test_prod_runs_the_nats_authenticator(overlays: dict[str, list[Manifest]]) -
             server = find(objs, "StatefulSet", "cdo-nats")
             names = {e["name"] for e in server["spec"]["template"]["spec"]["containers"][0]["env"]}
             assert {"NATS_AUTH_ISSUER", "NATS_PASSWORD_NATS_AUTH"} <= names
-            job = env_of(find(objs, "Job", "cdo-bootstrap"))
-            assert job["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"]["value"] == "true"
+            assert bootstrap_settings(objs)["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"
         else:
             assert "auth_callout" not in config and authenticators == [], overlay
 
@@ -412,6 +412,10 @@ def test_every_replicated_workload_has_a_disruption_budget(
         }
 
 
+CDO_IMAGE = "registry.example.com/cdo/cdo"
+"""The placeholder deploy/ names cdo's image by; docs/install.md tells the user to set theirs."""
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_images_are_set_by_the_images_transformer(
     overlays: dict[str, list[Manifest]], overlay: str
@@ -420,12 +424,51 @@ def test_images_are_set_by_the_images_transformer(
     for service, workload in service_workloads(overlays[overlay]).items():
         main = container(workload)
         name, _, tag = main["image"].rpartition(":")
-        assert name == "cdo/cdo"
+        assert name == CDO_IMAGE
         assert tag and tag != "latest"
         assert main["args"][0] == service
     for workload in workloads(overlays[overlay]):
         image = container(workload)["image"]
         assert ":" in image and not image.endswith(":latest"), image
+
+
+def registry_of(image: str) -> str | None:
+    """The registry host an image reference names, or None for a bare Docker Hub name (whose
+    first part is a repository, not a host: no dot, no port, not localhost)."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return None
+
+
+def test_registry_of_tells_a_host_from_a_docker_hub_repository() -> None:
+    assert registry_of("registry.example.com/cdo/cdo:0.1.0") == "registry.example.com"
+    assert registry_of("localhost:5000/cdo:1") == "localhost:5000"
+    assert registry_of("docker.io/library/nats:2.15.1-alpine") == "docker.io"
+    assert registry_of("cdo/cdo:0.1.0") is None
+    assert registry_of("nats:2.15.1-alpine") is None
+
+
+def test_every_image_names_its_registry_and_a_release(tmp_path: Path) -> None:
+    """Never a bare Docker Hub name: ``cdo/cdo`` would pull whatever docker.io/cdo/cdo is."""
+    rendered = render_with(tmp_path / "all", (*COMBINATIONS["all-components"], "monitoring"))
+    checked = 0
+    for workload in workloads(rendered):
+        spec = pod_spec(workload)
+        for each in [*spec.get("initContainers", []), *spec["containers"]]:
+            image = each["image"]
+            assert registry_of(image) is not None, (workload["metadata"]["name"], image)
+            reference = image.rpartition("/")[2]
+            assert "@sha256:" in reference or (
+                ":" in reference and not reference.endswith(":latest")
+            ), image
+            checked += 1
+    assert checked >= 8
+    images = {c["image"] for w in workloads(rendered) for c in pod_spec(w)["containers"]}
+    assert f"{CDO_IMAGE}:0.1.0" in images
+    # docs/install.md says how to replace the placeholder with the user's own image.
+    install = (ROOT / "docs" / "install.md").read_text()
+    assert f"- name: {CDO_IMAGE}" in install and "newName:" in install
 
 
 def test_dev_traces_to_jaeger_and_prod_does_not(overlays: dict[str, list[Manifest]]) -> None:
@@ -459,8 +502,7 @@ def test_prod_turns_tls_on(overlays: dict[str, list[Manifest]]) -> None:
     config = generated(prod, "ConfigMap", "cdo-nats-config")["data"]
     assert "cert_file: /etc/nats-tls/tls.crt" in config["tls.conf"]
     assert "verify: true" in config["cluster-tls.conf"]
-    job = env_of(find(prod, "Job", "cdo-bootstrap"))
-    assert job["CDO_BOOTSTRAP_TLS_CERTS"]["value"] == "true"
+    assert bootstrap_settings(prod)["CDO_BOOTSTRAP_TLS_CERTS"] == "true"
     dev_env = common_env(overlays["dev"])
     assert dev_env["CDO_NATS_URL"].startswith("nats://")
     assert "CDO_NATS_TLS_CA_FILE" not in dev_env
@@ -538,5 +580,6 @@ def test_cert_manager_issues_what_the_pods_mount(tmp_path: Path) -> None:
     assert find(objs, "Certificate", name)["spec"]["secretName"] == (
         "cdo-clique-allocator-webhook-tls"
     )
-    job = env_of(find(objs, "Job", "cdo-bootstrap"))
-    assert job["CDO_BOOTSTRAP_CERTIFICATES"]["value"] == "false"
+    settings = bootstrap_settings(objs)
+    assert settings["CDO_BOOTSTRAP_CERTIFICATES"] == "false"
+    assert settings["CDO_BOOTSTRAP_TLS_CERTS"] == "false"

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 
 from services.imex_agent.daemon import digest, map_digest
 from services.imex_agent.imexconfig import ImexPaths, render_config
+from services.imex_agent.launchprotocol import SOCKET_VARIABLE
 from services.imex_agent.preflight import (
     DaemonRecord,
     ProcessIdentity,
@@ -384,6 +386,22 @@ async def test_a_stale_record_naming_another_process_is_not_adopted(
         await stranger.wait()
 
 
+async def launcher_probe(socket: Path) -> tuple[int, str]:
+    """The DaemonSet's readiness probe of the imex-daemon container, run as the kubelet runs
+    it (tests/integration/deploy/test_probes.py checks the rendered command is this one)."""
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.imex_agent.launchprobe",
+        env={**os.environ, SOCKET_VARIABLE: str(socket)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(probe.communicate(), timeout=30)
+    assert probe.returncode is not None
+    return probe.returncode, out.decode()
+
+
 async def test_with_the_launcher_the_daemon_outlives_the_agent_and_ends_with_the_pod(
     one_node: tuple[ImexCluster, Path],
     emulator: KubeServer,
@@ -422,6 +440,11 @@ async def test_with_the_launcher_the_daemon_outlives_the_agent_and_ends_with_the
         )
 
     try:
+        # The imex-daemon container's readiness probe: the launcher answers, holding nothing yet.
+        await wait_for(lambda: socket.exists(), timeout=30, what="the launcher's socket")
+        answered, said = await launcher_probe(socket)
+        assert answered == 0 and "holds no daemon" in said, said
+
         first = agent(1)
         await wait_for(lambda: ready_by(1), timeout=30, what="IMEX READY through the launcher")
         record = read_record(node.imex_dir / RECORD)
@@ -430,6 +453,17 @@ async def test_with_the_launcher_the_daemon_outlives_the_agent_and_ends_with_the
         facts = read_process(daemon)
         assert facts is not None
         assert facts.parent == launcher.pid, "the launcher's child, not the agent's"
+        answered, said = await launcher_probe(socket)
+        assert answered == 0 and f"holds nvidia-imex pid {daemon}" in said, said
+
+        # A launcher that stops answering fails the probe within its timeout; the daemon runs on.
+        launcher.send(signal.SIGSTOP)
+        try:
+            answered, said = await launcher_probe(socket)
+        finally:
+            launcher.send(signal.SIGCONT)
+        assert answered == 1 and "does not answer" in said, said
+        assert _alive(daemon)
 
         first.send(signal.SIGKILL)
         first.wait(10)
@@ -446,6 +480,8 @@ async def test_with_the_launcher_the_daemon_outlives_the_agent_and_ends_with_the
         launcher.send(signal.SIGTERM)
         assert launcher.wait(20) == 0
         assert not _alive(daemon)
+        answered, said = await launcher_probe(socket)
+        assert answered == 1 and "does not answer" in said, said
     finally:
         for made in agents:
             made.stop()

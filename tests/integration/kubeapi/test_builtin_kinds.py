@@ -27,6 +27,23 @@ def _template(labels: dict[str, str], **spec: Any) -> dict[str, Any]:
     }
 
 
+CRONJOBS = "/apis/batch/v1/namespaces/default/cronjobs"
+
+
+def _cronjob(
+    name: str,
+    *,
+    schedule: str,
+    restart_policy: str = "OnFailure",
+    **spec: Any,
+) -> dict[str, Any]:
+    job = {"template": _template({}, restartPolicy=restart_policy)}
+    return {
+        "metadata": {"name": name},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": job}, **spec},
+    }
+
+
 @pytest.mark.parametrize(
     ("path", "body", "field", "reason"),
     [
@@ -77,6 +94,21 @@ def _template(labels: dict[str, str], **spec: Any) -> dict[str, Any]:
                 "spec": {"template": _template({}, restartPolicy="Always")},
             },
             "spec.template.spec.restartPolicy",
+            "FieldValueNotSupported",
+        ),
+        (CRONJOBS, _cronjob("c", schedule=""), "spec.schedule", "FieldValueRequired"),
+        (CRONJOBS, _cronjob("c", schedule="every day"), "spec.schedule", "FieldValueInvalid"),
+        (
+            CRONJOBS,
+            _cronjob("c", schedule="0 3 * * *", timeZone="Mars/Olympus"),
+            "spec.timeZone",
+            "FieldValueInvalid",
+        ),
+        (CRONJOBS, _cronjob("c" * 53, schedule="@daily"), "metadata.name", "FieldValueInvalid"),
+        (
+            CRONJOBS,
+            _cronjob("c", schedule="@daily", restart_policy="Always"),
+            "spec.jobTemplate.spec.template.spec.restartPolicy",
             "FieldValueNotSupported",
         ),
         (
@@ -620,3 +652,13 @@ async def test_statefulset_containers_may_mount_claim_templates(http: Http) -> N
     }
     status, _, _ = await http.post("/apis/apps/v1/namespaces/default/deployments", deployment)
     assert status == 422
+
+
+async def test_cronjob_defaults(http: Http) -> None:
+    status, body, _ = await http.post(CRONJOBS, _cronjob("nightly", schedule="17 3 * * *"))
+    assert status == 201, body
+    spec = body["spec"]
+    assert spec["concurrencyPolicy"] == "Allow" and spec["suspend"] is False
+    assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (3, 1)
+    assert spec["jobTemplate"]["spec"]["template"]["spec"]["dnsPolicy"] == "ClusterFirst"
+    assert body["status"] == {}

@@ -20,6 +20,7 @@ from sim.kubeapi.hosting.kubeconfig import kubeconfig
 from sim.natsserver import NatsServer, free_port
 from tests.integration.deploy.conftest import (
     Manifest,
+    bootstrap_settings,
     find,
     generated,
     render_with,
@@ -184,8 +185,4 @@ def test_the_authenticator_may_only_review_tokens(rendered: list[Manifest]) -> N
     # The bootstrap Job makes (and may read) the issuer key.
     bootstrap_role = find(rendered, "Role", "cdo-bootstrap")
     assert "cdo-nats-auth-issuer" in bootstrap_role["rules"][1]["resourceNames"]
-    job = find(rendered, "Job", "cdo-bootstrap")
-    env = {
-        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
-    }
-    assert env["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"
+    assert bootstrap_settings(rendered)["CDO_BOOTSTRAP_NATS_AUTH_CALLOUT"] == "true"

@@ -29,10 +29,11 @@ from cli.explain.facts import (
     SliceFact,
 )
 from cli.explain.reasons import meaning
+from cli.explain.render import render
 from services.clique_allocator import gang
 from services.clique_allocator import plan as allocator_plan
 from services.clique_allocator.placement import Reason
-from services.clique_allocator.planning import failover, hold, notices, nvlinkless
+from services.clique_allocator.planning import channelonly, failover, hold, notices, nvlinkless
 from services.domain_controller import notices as controller_notices
 from services.domain_controller import status as controller_status
 from services.health_monitor import state as health_state
@@ -79,6 +80,8 @@ PLACEMENT = values(Reason) | {
     gang.GANG_SIZE_UNDECLARED,
     allocator_plan.INVALID_REQUEST,
     allocator_plan.PLACED,
+    channelonly.WAITING_FOR_GPU_PODS,
+    channelonly.NO_CHANNEL_AVAILABLE,
 }
 ALLOCATOR = (
     literal_reasons(notices)
@@ -118,6 +121,7 @@ CASES = sorted((topic, reason) for topic, reasons in ENUMERATED.items() for reas
 def test_the_enumeration_finds_what_each_service_says() -> None:
     # A guard on the scan itself: a refactor that hides the literals must not empty a topic.
     assert {"CliqueFull", "PodConstraints", "GangComplete", "NoFreeChannel"} <= PLACEMENT
+    assert {"WaitingForGpuPods", "NoChannelAvailable"} <= PLACEMENT
     assert {"SliceStuck", "FailoverBlocked", "FailedOver", "Reserved"} <= ALLOCATOR
     assert {"NodeFault", "ImexNotReady", "TemplateNameConflict", "WaitingForPods"} <= DOMAIN
     assert {"WaitingForPlacement", "Deleting", "Recovered"} <= DOMAIN
@@ -227,3 +231,15 @@ def test_slices_of_gang_units_show_their_unit_beside_their_ranks() -> None:
         (0, "serve-0 0-3"),
         (1, "serve-1 0-3"),
     ]
+
+
+def test_a_slice_shows_its_pods_without_gpus_beside_its_ranks() -> None:
+    placement = PlacementFact(
+        gpus_per_pod=0,
+        size=0,
+        slices=(SliceFact(index=0, clique=CLIQUE, channel=0, nodes=("n1",), channel_only=1),),
+    )
+    explained = explain(DomainFacts(namespace="ml", name="d", phase="Ready", placement=placement))
+    (line,) = explained.slices
+    assert (line.placed_pods, line.size, line.channel_only) == (0, 0, 1)
+    assert "0/0 +1 without GPUs" in render(explained)

@@ -9,7 +9,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from services.clique_allocator.caches import claim_owner
 from services.clique_allocator.dragpus import (
     NodeDraGpus,
     PodGpus,
@@ -17,8 +16,15 @@ from services.clique_allocator.dragpus import (
     pod_gpus,
 )
 from services.clique_allocator.gang import GpuCount, GpuMismatch, gpus_per_pod
-from services.clique_allocator.gpuapis import apis_needed, gpu_counter, pod_asks, restrict
+from services.clique_allocator.gpuapis import (
+    apis_needed,
+    channel_only_test,
+    gpu_counter,
+    pod_asks,
+    restrict,
+)
 from services.clique_allocator.nodes import build_cliques, node_facts
+from services.clique_allocator.objects import claim_owner
 from services.clique_allocator.placement import ClusterView
 from shared.crds.gpuclaims import claim_spec_gpus
 from shared.kube.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice
@@ -200,6 +206,27 @@ def lookup(_: str, name: str, template: bool) -> dict[str, Any] | None:
     return TEMPLATES.get(name) if template else None
 
 
+def test_a_pod_asks_for_no_gpu_only_when_every_claim_of_it_is_known() -> None:
+    channel = {"devices": {"requests": [{"name": "channel", "exactly": {
+        "deviceClassName": "compute-domain-channel.cdo.dev"}}]}}  # fmt: skip
+    known = {**TEMPLATES, "train-rct": channel}
+
+    def knows(_: str, name: str, template: bool) -> dict[str, Any] | None:
+        return known.get(name) if template else None
+
+    bare = pod("smoke", gpus=0)  # the domain's channel only
+    helper = dra_pod("helper", template="train-rct")  # two claims, neither asks for a GPU
+    worker = dra_pod("worker")
+    plugin = pod("plugin", gpus=1)
+    asks = pod_asks([bare, helper, worker, plugin], knows)
+    channel_only = channel_only_test(asks)
+    assert [channel_only(p) for p in (bare, helper, worker, plugin)] == [True, True, False, False]
+    # A claim whose template is not in the cache yet: not known to ask for nothing.
+    unknown = pod_asks([dra_pod("later", template="unknown")], knows)
+    assert unknown["later"].unknown
+    assert not channel_only_test(unknown)(dra_pod("later", template="unknown"))
+
+
 @pytest.mark.parametrize(
     ("pods", "expected"),
     [
@@ -211,9 +238,6 @@ def lookup(_: str, name: str, template: bool) -> dict[str, Any] | None:
                              "one gang takes one size")),
         # allocationMode All: the cluster's largest node (8 here).
         ([dra_pod("a", template="whole")], GpuCount(gpus=8)),
-        ([dra_pod("a", template="unknown")],
-         GpuMismatch(message="the domain's pods ask for no GPUs (nvidia.com/gpu, or a claim "
-                             "of DeviceClass gpu.nvidia.com)")),
     ],
 )  # fmt: skip
 def test_gpus_per_pod_with_claims(pods: list[Pod], expected: GpuCount | GpuMismatch) -> None:
@@ -260,4 +284,6 @@ def test_a_gang_is_placed_only_on_nodes_serving_its_ways() -> None:
 
 
 def test_a_pods_claims_without_a_known_spec_count_nothing() -> None:
-    assert pod_gpus(dra_pod("a", template="unknown"), lookup) == PodGpus(device_plugin=0)
+    assert pod_gpus(dra_pod("a", template="unknown"), lookup) == PodGpus(
+        device_plugin=0, unknown=True
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from services.clique_allocator.eligibility import Neighbour, NodeUse, node_limits
@@ -129,3 +130,32 @@ def test_hostname_anti_affinity_on_the_gangs_own_pods_allows_one_per_node() -> N
     assert limits.most_pods == {"a0": 1}
     assert limits.excluded == {"a1"}
     assert "holds pods the pods' anti-affinity keeps them from" in limits.why
+
+
+def test_free_attachment_devices_cap_the_gpu_pods_a_node_takes() -> None:
+    # Each node's cdo slice lists 4 devices; others hold 3 of a0's and all of a1's.
+    nodes = [
+        msgspec.structs.replace(found, attachments=4)
+        for found in facts(node("a0"), node("a1"), node("a2"))
+    ]
+    others = {"a0": NodeUse(attachments=3), "a1": NodeUse(attachments=4)}
+    limits = limits_of(nodes, [pod("p0", gpus=1)], gpus=1, others=others)
+    assert limits.most_pods == {"a0": 1}
+    assert limits.excluded == {"a1"}
+    assert f"1 node of clique {CLIQUE_A} has no free IMEX channel attachment device" in limits.why
+    # A node whose slice the allocator has not seen is not limited by devices.
+    unknown = limits_of(facts(node("a0")), [pod("p0", gpus=1)], gpus=1, others=others)
+    assert not unknown.nodes
+
+
+def test_pods_without_gpus_are_not_capped_by_gpus_nor_by_devices_and_name_no_cap() -> None:
+    nodes = [
+        msgspec.structs.replace(found, attachments=2)
+        for found in facts(node("a0", allocatable={"pods": "3"}), node("a1"))
+    ]
+    others = {"a0": NodeUse(pods=1, attachments=2), "a1": NodeUse(attachments=2)}
+    limits = limits_of(nodes, [pod("h", gpus=0)], gpus=0, others=others)
+    # Devices are the pods' own step to weigh (planning/channelonly.py); pod room caps a0.
+    assert not limits.excluded
+    assert limits.most_pods["a0"] == 2
+    assert limits.why == ""

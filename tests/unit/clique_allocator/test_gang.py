@@ -96,8 +96,6 @@ def test_unknown_size_names_the_workload() -> None:
         ([1], GpuCount(gpus=1)),
         ([2, 4], GpuMismatch(message="the domain's pods ask for different GPU counts (2, 4); "
                                      "one gang takes one size")),
-        ([0], GpuMismatch(message="the domain's pods ask for no GPUs (nvidia.com/gpu, "
-                                     "or a claim of DeviceClass gpu.nvidia.com)")),
     ],
 )  # fmt: skip
 def test_gpus_per_pod(gpus: list[int], expected: GpuCount | GpuMismatch) -> None:

@@ -13,6 +13,7 @@ from services.clique_allocator.gang import (
     UndeclaredSize,
     UnknownSize,
     gang_size,
+    less_channel_only,
 )
 from services.clique_allocator.objects import Workload
 from services.clique_allocator.plan import plan_domain
@@ -326,6 +327,30 @@ def test_a_jobset_gang_is_every_pod_of_its_jobs_that_use_the_domain(
         jobset_jobs=lambda namespace, name: jobs if name == "train" else (),
     )  # fmt: skip
     assert (gang.pods if isinstance(gang, GangSize) else gang.message) == expected
+
+
+def test_a_jobsets_jobs_whose_pods_take_no_gpu_are_left_out_of_its_gpu_gang() -> None:
+    # A launcher Job (one pod without GPUs) beside the workers: the GPU gang is the workers.
+    launcher = workload(
+        uid="launcher-0-uid", parallelism=1, completions=1, makes=TEMPLATE,
+        labels={"jobset.sigs.k8s.io/jobset-name": "train",
+                "jobset.sigs.k8s.io/restart-attempt": "1"},
+    )  # fmt: skip
+    jobs = [jobset_job("workers", 0, attempt="1"), launcher]
+    gang = gang_size(
+        explicit=None, pods=[jobset_pod()], workload=lambda *_: None, template=TEMPLATE,
+        jobset_jobs=lambda namespace, name: jobs, skip_jobs=frozenset({"launcher-0-uid"}),
+    )  # fmt: skip
+    assert isinstance(gang, GangSize) and gang.pods == 36
+
+
+def test_a_declared_size_counts_the_pods_without_gpus_among_it() -> None:
+    declared = GangSize(pods=5, source="spec.gang.size")
+    assert less_channel_only(declared, 0) is declared
+    assert less_channel_only(declared, 1) == GangSize(
+        pods=4, source="spec.gang.size, less 1 without GPUs"
+    )
+    assert less_channel_only(declared, 7).pods == 0
 
 
 def test_unit_records_split_and_merge_back_unchanged() -> None:

@@ -215,3 +215,19 @@ def test_schema_generation_refuses_what_crds_cannot_say() -> None:
         struct_schema(Bounded)
     with pytest.raises(ValueError, match="needs a default"):
         struct_schema(DefaultWithout)
+
+
+def test_the_day_2_commands_name_the_columns_kubectl_prints() -> None:
+    """docs/operations.md comments each `kubectl get` with the columns the CRD prints."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    for crd, command in (
+        (compute_domain_crd(), "kubectl get computedomains -A"),
+        (placement_crd(), "kubectl get placements.cdo.dev -A"),
+    ):
+        (line,) = [line for line in text.splitlines() if line.startswith(command)]
+        comment = line.partition("#")[2]
+        columns = [
+            c["name"].upper() for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]
+        ]
+        named = [c.strip() for c in comment.split(" of ")[0].split(",")]
+        assert named == [c for c in columns if c != "AGE"], (command, comment)

@@ -9,7 +9,7 @@ from services.domain_controller.facts import DomainFacts, NodeFacts, PodFacts
 from services.domain_controller.status import compute_status
 from services.domain_controller.status_messages import listed
 from shared.crds.computedomain import ComputeDomainClique, ComputeDomainStatus, DomainCondition
-from shared.crds.placement import PlacementSpec
+from shared.crds.placement import PlacementSpec, PodRef, SliceMember
 from shared.events import DomainMember, DomainSlice
 
 from .builders import (
@@ -19,6 +19,7 @@ from .builders import (
     NODES_OK,
     NOW,
     PODS_RUNNING,
+    TWO_NODES,
     TWO_SLICES,
     TWO_SLICES_NODES,
     TWO_SLICES_PODS,
@@ -769,3 +770,102 @@ def test_per_gpu_faults_says_what_a_fault_of_one_dra_gpu_takes(
         assert condition is not None
         assert "devicetaintrules.resource.k8s.io/v1" in condition.message
         assert "whole node" in condition.message
+
+
+# -- pods that ask only for the channel ---------------------------------------------------------
+
+
+def channel_only(
+    *seats: tuple[str, int, tuple[str, ...]], gpus: PlacementSpec | None = None, wanted: int = -1
+) -> PlacementSpec:
+    """``gpus`` (none: a domain of channel-only pods, in clique CLIQUE on channel 7) with pods
+    that ask for no GPU seated on (node, slot); ``wanted``: the record's channelOnly (default:
+    the pods seated)."""
+    base = gpus or PlacementSpec(gpus_per_pod=0, size=0, slices=(slice_of([], channel=7, size=0),))
+    piece = base.slices[0]
+    members = list(piece.members)
+    for node_name, slot, names in seats:
+        extra = tuple(PodRef(name=name, uid=f"u-{name}") for name in names)
+        found = next((i for i, m in enumerate(members) if m.node == node_name), None)
+        if found is None:
+            members.append(SliceMember(node=node_name, slot=slot, channel_only_pods=extra))
+        else:
+            members[found] = msgspec.structs.replace(members[found], channel_only_pods=extra)
+    count = sum(len(names) for _, _, names in seats) if wanted < 0 else wanted
+    return msgspec.structs.replace(
+        base,
+        channel_only=count,
+        slices=(msgspec.structs.replace(piece, members=tuple(members)), *base.slices[1:]),
+    )
+
+
+SMOKE = channel_only(("n1", 3, ("smoke",)))
+
+
+def test_a_domain_of_one_channel_only_pod_is_ready_while_it_runs_with_its_node_listed() -> None:
+    # NVIDIA's channel-injection check: one pod, no GPU, Ready with its node in status.nodes.
+    running = facts(placement=SMOKE, pods=(pod("smoke", "n1"),), nodes={"n1": node("n1")})
+    assessment = compute_status(running, previous=EMPTY, now=NOW)
+    status = assessment.status
+    assert (status.status, status.clique, status.channel) == ("Ready", CLIQUE, 7)
+    assert [(n.name, n.index, n.clique_id, n.status) for n in status.nodes] == [
+        ("n1", 3, CLIQUE, "Ready")
+    ]
+    ready = status.condition("Ready")
+    assert ready is not None and ready.message.startswith("1 pods running on 1 nodes")
+    assert assessment.size == 1
+    assert [m.pods for m in assessment.members] == [1]
+    (clique,) = status.cliques
+    assert (clique.pods, clique.running_pods, clique.nodes) == (1, 1, 1)
+
+    pending = facts(
+        placement=SMOKE, pods=(pod("smoke", "n1", "Pending"),), nodes={"n1": node("n1")}
+    )
+    assert summary(pending).ready == "False/PodsNotRunning"
+    assert summary(pending).nodes == "NotReady"
+
+
+def test_once_the_channel_only_pod_is_gone_the_domain_is_not_ready_and_lists_no_node() -> None:
+    # The allocator keeps the slice (clique and channel) and drops the pod's seat.
+    gone = facts(placement=channel_only(), pods=(), nodes={"n1": node("n1")})
+    status = compute_status(gone, previous=EMPTY, now=NOW).status
+    assert (status.status, status.nodes) == ("NotReady", ())
+    ready = status.condition("Ready")
+    assert ready is not None
+    assert (ready.reason, ready.message) == ("WaitingForPlacement", "0 of 0 pods placed")
+
+
+def test_a_channel_only_pod_beside_gpu_pods_counts_in_the_gang() -> None:
+    # p1, p2 on n1 and p3 on n2 take GPUs; the coordinator takes n1's channel with them.
+    mixed = channel_only(("n1", 0, ("coordinator",)), gpus=TWO_NODES)
+    running = (*PODS_RUNNING, pod("coordinator", "n1"))
+    status = compute_status(facts(placement=mixed, pods=running), previous=EMPTY, now=NOW)
+    assert status.status.status == "Ready"
+    assert [n.name for n in status.status.nodes] == ["n1", "n2"]
+    (clique,) = status.status.cliques
+    assert (clique.pods, clique.running_pods) == (4, 4)
+
+    waiting = facts(placement=mixed, pods=(*PODS_RUNNING, pod("coordinator", "n1", "Pending")))
+    assert summary(waiting).ready == "False/PodsNotRunning"
+    unseated = channel_only(gpus=TWO_NODES, wanted=1)
+    ready = compute_status(
+        facts(placement=unseated, pods=PODS_RUNNING), previous=EMPTY, now=NOW
+    ).status.condition("Ready")
+    assert ready is not None
+    assert (ready.reason, ready.message) == ("WaitingForPlacement", "3 of 4 pods placed")
+
+
+def test_a_node_with_only_channel_only_pods_is_a_member_with_its_slot() -> None:
+    mixed = channel_only(("n3", 5, ("coordinator",)), gpus=TWO_NODES)
+    running = (*PODS_RUNNING, pod("coordinator", "n3"))
+    nodes = {**NODES_OK, "n3": node("n3")}
+    status = compute_status(
+        facts(placement=mixed, pods=running, nodes=nodes), previous=EMPTY, now=NOW
+    ).status
+    assert [(n.name, n.index, n.status) for n in status.nodes] == [
+        ("n1", 0, "Ready"),
+        ("n2", 1, "Ready"),
+        ("n3", 5, "Ready"),
+    ]
+    degraded = status.condition("Degraded")
+    assert degraded is not None and degraded.reason == "Healthy"

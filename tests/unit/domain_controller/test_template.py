@@ -17,6 +17,7 @@ from services.domain_controller.template import (
     spec_drifted,
 )
 from shared.crds.computedomain import ComputeDomain
+from shared.crds.definitions import compute_domain_crd
 from shared.crds.names import CHANNEL_DEVICE_CLASS, DOMAIN_LABEL, DOMAIN_UID_LABEL
 from shared.kube.models import DeviceClass, ResourceClaimTemplate
 
@@ -148,3 +149,23 @@ def test_device_class_selects_the_cdo_driver() -> None:
     assert device_class_drifted(edited)
     expression = body["spec"]["selectors"][0]["cel"]["expression"]
     assert expression == 'device.driver == "compute-domain.cdo.dev"'
+
+
+def test_allocation_mode_all_is_treated_as_single() -> None:
+    """The CRD accepts NVIDIA's ``allocationMode: All`` and says it is treated as Single: the
+    template still asks for one channel device, so each pod gets its domain's channel only."""
+    every_channel = msgspec.structs.replace(
+        DOMAIN,
+        spec=msgspec.structs.replace(
+            DOMAIN.spec,
+            channel=msgspec.structs.replace(DOMAIN.spec.channel, allocation_mode="All"),
+        ),
+    )
+    assert desired_template(every_channel) == desired_template(DOMAIN)
+    (request,) = desired_template(DOMAIN)["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["allocationMode"] == "ExactCount"
+    assert request["exactly"]["count"] == 1
+    (served,) = [v for v in compute_domain_crd()["spec"]["versions"] if v["name"] == "v1beta1"]
+    schema = served["schema"]["openAPIV3Schema"]
+    mode = schema["properties"]["spec"]["properties"]["channel"]["properties"]["allocationMode"]
+    assert "treated as Single" in mode["description"]

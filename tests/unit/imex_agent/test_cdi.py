@@ -92,6 +92,29 @@ def test_a_claim_the_previous_release_prepared_keeps_its_environment() -> None:
     )
 
 
+def test_a_pod_without_gpus_gets_the_channel_and_its_slice_but_no_rank() -> None:
+    """A pod that asks only for the channel holds no rank: no rank variables, the rest as any
+    member's (NVIDIA's four variables included)."""
+    seat = SliceSeat(clique=SEAT.clique, index=0, size=0)
+    grant = msgspec.structs.replace(GRANT, seat=seat)
+    (device,) = render_spec(grant, major=234, host_dir=Path("/dev/x")).devices
+    assert device.container_edits.env == (
+        "CDO_COMPUTE_DOMAIN=team-a/train",
+        "CDO_COMPUTE_DOMAIN_UID=d0d0",
+        "CDO_IMEX_CHANNEL=17",
+        "CDO_CLIQUE_ID=c0ffee00-0000-4000-8000-000000000001.3",
+        "CDO_SLICE_INDEX=0",
+        "CDO_SLICE_SIZE=0",
+        "CLIQUE_ID=c0ffee00-0000-4000-8000-000000000001.3",
+        "COMPUTE_DOMAIN_UUID=d0d0",
+        "COMPUTE_DOMAIN_NAME=train",
+        "COMPUTE_DOMAIN_NAMESPACE=team-a",
+    )
+    assert [node.path for node in device.container_edits.device_nodes] == [
+        "/dev/nvidia-caps-imex-channels/channel17"
+    ]
+
+
 def test_device_id_and_file_name_follow_cdi_naming() -> None:
     assert device_id(UID) == f"cdo.dev/imex-channel={UID}"
     assert spec_file_name(UID) == f"cdo.dev-imex-channel_{UID}.json"

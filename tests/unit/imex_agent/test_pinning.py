@@ -25,7 +25,7 @@ from services.imex_agent.claims import (
     decide,
 )
 from services.imex_agent.pinning import Refusal, Seating, pinned_here
-from shared.crds.placement import PlacementSpec
+from shared.crds.placement import PlacementSpec, PodRef, SliceMember
 from shared.kube.models import ResourceClaim, ResourceClaimConsumerReference
 from shared.kubeletapi import Claim
 
@@ -259,6 +259,44 @@ def test_a_node_without_a_clique_and_a_slice_of_another_clique_are_refused() -> 
 
     assert refused(None) == "NoClique"
     assert refused("other.1") == "OtherClique"
+
+
+def with_channel_only(node: str, *pods: tuple[str, str]) -> PlacementSpec:
+    """Team-a/train's record with ``pods`` seated on ``node`` as pods without GPUs."""
+    spec = PLACEMENTS[("team-a", "train")].spec
+    piece = spec.slices[0]
+    extra = tuple(PodRef(name=name, uid=uid) for name, uid in pods)
+    members = tuple(
+        msgspec.structs.replace(m, channel_only_pods=extra) if m.node == node else m
+        for m in piece.members
+    )
+    if not any(m.node == node for m in members):
+        seat = SliceMember(node=node, slot=NODES.index(node), channel_only_pods=extra)
+        members = (*members, seat)
+    return msgspec.structs.replace(
+        spec, channel_only=len(pods), slices=(msgspec.structs.replace(piece, members=members),)
+    )
+
+
+def test_a_seated_pod_without_gpus_gets_the_slices_channel_without_a_rank() -> None:
+    # On a node of the slice that holds no GPU of the domain (n3), and on a GPU member (n0).
+    for node in ("n3", "n0"):
+        spec = with_channel_only(node, ("coordinator", "u-coordinator"))
+        seating = pinned(("coordinator", "u-coordinator"), node=node, spec=spec)
+        assert isinstance(seating, Seating)
+        assert (seating.node, seating.piece.channel) == (node, 7)
+        assert (seating.seat.rank, seating.seat.slice_rank) == (None, None)
+        assert seating.seat.clique == CLIQUE
+
+
+def test_a_pod_without_gpus_is_held_to_its_seat_like_any_member() -> None:
+    spec = with_channel_only("n3", ("coordinator", "u-coordinator"))
+    elsewhere = pinned(("coordinator", "u-coordinator"), node="n1", spec=spec)
+    assert isinstance(elsewhere, Refusal) and elsewhere.reason == "PinnedElsewhere"
+    impostor = pinned(("coordinator", "u-other"), node="n3", spec=spec)
+    assert isinstance(impostor, Refusal) and impostor.reason == "OtherPod"
+    unseated = pinned(("helper", "u-helper"), node="n3", spec=spec)
+    assert isinstance(unseated, Refusal) and unseated.reason == "NotPinned"
 
 
 def test_a_seat_without_a_uid_waits_for_the_allocator_to_record_it() -> None:

@@ -366,6 +366,19 @@ def test_a_span_with_slices_is_shared_evenly_and_slices_never_share_a_node() -> 
     assert not first & second
 
 
+def test_a_span_without_a_slice_size_is_never_cut_into_slices() -> None:
+    # 9 pods on exactly 5 nodes: no clique has 5 nodes with room for 9 pods of 4 GPUs, and
+    # cutting them (5 + 4) would give a slice that does not span 5 nodes.
+    view = ClusterView.build(
+        cliques=[rack("r0", nodes=2, gpus=8), rack("r1", nodes=5)], reservations=[]
+    )
+
+    decision = place(view, GangRequest(domain="ml/s", new_pods=9, gpus_per_pod=4, span=5))
+
+    assert isinstance(decision, NotPlaced)
+    assert decision.reason is Reason.LARGER_THAN_ANY_CLIQUE
+
+
 # --- requests that can never be met ----------------------------------------------------------
 
 

@@ -176,3 +176,39 @@ def test_claims_steer_the_pod_to_the_node_with_a_free_device() -> None:
     assert isinstance(second, Unschedulable)
     assert second.message == "0/2 nodes are available: 2 cannot allocate all claims."
     assert second.kinds == {"dra"}
+
+
+def test_a_pod_that_asks_only_for_a_channel_needs_a_free_device_and_no_gpu() -> None:
+    """NVIDIA's channel check pinned by the allocator: the node's free GPUs do not matter, its
+    free attachment devices do (kube-scheduler's DRA and resource filters, nothing more)."""
+    state = cluster([make_node("full", gpus=4), make_node("spare", gpus=4)])
+    state.set_device_class(make_class(CHANNEL, f'device.driver == "{DRIVER}"'))
+    for node in ("full", "spare"):
+        state.set_slice(make_slice(f"{node}-slots", node_name=node, devices=[device("slot-0")]))
+    for i in range(4):  # every GPU of "full" taken
+        pinned = facts(make_pod(f"w{i}", gpus=1, node_selector={"kubernetes.io/hostname": "full"}))
+        assert isinstance(schedule_and_assume(state, pinned), Placement)
+    for name in ("smoke", "again"):
+        state.set_claim(
+            make_claim(
+                f"{name}-channel", requests=[exactly("slot", CHANNEL)], owner_uid=f"uid-{name}"
+            )
+        )
+
+    def pinned_smoke(name: str, node: str) -> PodFacts:
+        pod = make_pod(
+            name,
+            node_selector={"kubernetes.io/hostname": node},
+            claims=[{"name": "channel", "resourceClaimTemplateName": "tmpl"}],
+            claim_statuses=[{"name": "channel", "resourceClaimName": f"{name}-channel"}],
+        )
+        return facts(pod)
+
+    first = schedule_and_assume(state, pinned_smoke("smoke", "full"))
+    assert isinstance(first, Placement) and first.node == "full"
+    second = schedule_and_assume(state, pinned_smoke("again", "full"))
+    assert isinstance(second, Unschedulable)
+    assert second.message == (
+        "0/2 nodes are available: 1 cannot allocate all claims, "
+        "1 node(s) didn't match Pod's node affinity/selector."
+    )

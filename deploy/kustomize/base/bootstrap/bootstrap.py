@@ -1,25 +1,32 @@
-"""cdo-bootstrap: the Secrets a cdo installation needs before its pods can start, made once.
+"""cdo-bootstrap: the Secrets a cdo installation needs, made at install and kept current.
 
-Run by the ``cdo-bootstrap`` Job at install and on every later ``kubectl apply`` after the Job
-has expired; every step is idempotent and keeps what is still good:
+Run by the ``cdo-bootstrap`` Job at install (and on every later ``kubectl apply`` after the Job
+has expired) and by the ``cdo-bootstrap`` CronJob every day, with the same pod template and
+settings; every step is idempotent and keeps what is still good, so a run that finds nothing to
+do writes nothing:
 
 1. ``cdo-nats-users``: one random password per NATS user (keys are added, never changed);
 2. ``cdo-ca``: a private CA (ECDSA P-256, 10 years) that signs the certificates below;
-3. ``cdo-clique-allocator-webhook-tls``: the allocator's serving certificate for
-   ``cdo-clique-allocator.<namespace>.svc``, and the CA written into the caBundle of the
-   MutatingWebhookConfiguration ``cdo-clique-allocator``;
+3. every serving certificate of :data:`SERVING_CERTIFICATES`, one per webhook Service the API
+   server calls: issued for ``<service>.<namespace>.svc``, and the CA written into the caBundle
+   of the webhook configurations and CRD conversion webhooks that call it (today the
+   allocator's ``cdo-clique-allocator-webhook-tls`` and the MutatingWebhookConfiguration
+   ``cdo-clique-allocator``);
 4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
    servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
    (the one identity every IMEX daemon presents to its peers, checked against the name
-   ``cdo-imex``);
+   ``cdo-imex``). nats-server reads its certificate only at start, so when ``cdo-nats-tls`` is
+   issued again the StatefulSet ``cdo-nats`` is restarted as ``kubectl rollout restart`` does
+   (an annotation on its pod template; the servers are replaced one at a time);
 5. with ``CDO_BOOTSTRAP_NATS_AUTH_CALLOUT=true`` (the nats-auth-callout component):
    ``cdo-nats-auth-issuer``, the account nkey that signs the users the NATS authenticator
    issues (``seed``, secret, for the authenticator; ``public``, for the servers'
    ``auth_callout.issuer``), made once and kept; and the ``nats-auth`` user's password.
 
 A certificate is issued again when it is missing, was not signed by the current CA, names other
-hosts, or expires within 30 days. With cert-manager (its component sets
-``CDO_BOOTSTRAP_CERTIFICATES=false``) only the passwords are made here.
+hosts, or expires within 30 days: the daily run renews each one a month before it expires. With
+cert-manager (its component sets ``CDO_BOOTSTRAP_CERTIFICATES=false``) only the passwords are
+made here.
 
 Settings (environment): ``CDO_BOOTSTRAP_NAMESPACE`` (required), ``CDO_BOOTSTRAP_KUBECONFIG``,
 ``CDO_BOOTSTRAP_CERTIFICATES``, ``CDO_BOOTSTRAP_TLS_CERTS``, ``CDO_BOOTSTRAP_NATS_USERS``,
@@ -50,7 +57,7 @@ from msgspec import Meta
 from shared.errors import ConfigError
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
-from shared.kube.resources import Resource, core
+from shared.kube.resources import STATEFUL_SETS, Resource, core
 from shared.settings import Settings, load_settings
 
 log = logging.getLogger("cdo.bootstrap")
@@ -63,6 +70,13 @@ MUTATING_WEBHOOKS = Resource(
     kind="MutatingWebhookConfiguration",
     namespaced=False,
 )
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    group="apiextensions.k8s.io",
+    version="v1",
+    plural="customresourcedefinitions",
+    kind="CustomResourceDefinition",
+    namespaced=False,
+)
 
 NATS_USERS_SECRET = "cdo-nats-users"
 CA_SECRET = "cdo-ca"
@@ -71,6 +85,9 @@ WEBHOOK_SERVICE = "cdo-clique-allocator"
 WEBHOOK_CONFIGURATION = "cdo-clique-allocator"
 NATS_TLS_SECRET = "cdo-nats-tls"
 NATS_SERVICE = "cdo-nats"
+NATS_STATEFULSET = "cdo-nats"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+"""The pod template annotation ``kubectl rollout restart`` sets: a change rolls the pods."""
 NATS_HEADLESS_SERVICE = "cdo-nats-headless"
 IMEX_TLS_SECRET = "cdo-imex-tls"
 NATS_AUTH_ISSUER_SECRET = "cdo-nats-auth-issuer"
@@ -84,6 +101,32 @@ LEAF_LIFETIME = dt.timedelta(days=365)
 RENEW_BEFORE = dt.timedelta(days=30)
 MANAGER = "cdo-bootstrap"
 LABELS = {"app.kubernetes.io/part-of": "cdo", "app.kubernetes.io/managed-by": MANAGER}
+
+
+class ServingCertificate(msgspec.Struct, frozen=True, kw_only=True):
+    """A certificate the API server checks when it calls one of cdo's webhooks: issued for the
+    Service it dials (``<service>.<namespace>.svc``), and its CA written where the API server
+    reads it. A new webhook Service is one more entry of :data:`SERVING_CERTIFICATES` (and its
+    Secret, configurations and CRDs in the Role and ClusterRole ``cdo-bootstrap``, and a
+    Certificate in components/cert-manager)."""
+
+    secret: str
+    """The Secret (``kubernetes.io/tls``: ``tls.crt``, ``tls.key``, ``ca.crt``)."""
+    service: str
+    """The Service in cdo's namespace the API server dials."""
+    webhook_configurations: tuple[str, ...] = ()
+    """MutatingWebhookConfigurations whose every webhook's caBundle is this CA."""
+    conversion_crds: tuple[str, ...] = ()
+    """CustomResourceDefinitions whose conversion webhook's caBundle is this CA."""
+
+
+SERVING_CERTIFICATES: tuple[ServingCertificate, ...] = (
+    ServingCertificate(
+        secret=WEBHOOK_SECRET,
+        service=WEBHOOK_SERVICE,
+        webhook_configurations=(WEBHOOK_CONFIGURATION,),
+    ),
+)
 
 
 class BootstrapSettings(Settings, frozen=True, kw_only=True):
@@ -118,6 +161,23 @@ class _Webhook(msgspec.Struct, kw_only=True, rename="camel"):
 
 class _WebhookConfiguration(msgspec.Struct, kw_only=True):
     webhooks: list[_Webhook] = []
+
+
+class _ConversionWebhook(msgspec.Struct, kw_only=True, rename="camel"):
+    client_config: _ClientConfig = msgspec.field(default_factory=_ClientConfig)
+
+
+class _Conversion(msgspec.Struct, kw_only=True):
+    strategy: str = "None"
+    webhook: _ConversionWebhook | None = None
+
+
+class _CrdSpec(msgspec.Struct, kw_only=True):
+    conversion: _Conversion = msgspec.field(default_factory=_Conversion)
+
+
+class _Crd(msgspec.Struct, kw_only=True):
+    spec: _CrdSpec
 
 
 # -- certificates (pure) ---------------------------------------------------------------------
@@ -233,9 +293,10 @@ def still_good(
     return sorted(str(n.value) for n in sans) == sorted(names)
 
 
-def webhook_names(namespace: str) -> list[str]:
-    service = f"{WEBHOOK_SERVICE}.{namespace}.svc"
-    return [service, f"{service}.cluster.local"]
+def service_names(service: str, namespace: str) -> list[str]:
+    """The names the API server dials a Service in ``namespace`` by."""
+    name = f"{service}.{namespace}.svc"
+    return [name, f"{name}.cluster.local"]
 
 
 def nats_names(namespace: str) -> list[str]:
@@ -356,12 +417,14 @@ class Bootstrap:
 
     async def leaf(
         self, name: str, *, ca: KeyPair, names: Sequence[str], client: bool, now: dt.datetime
-    ) -> None:
+    ) -> bool:
+        """Issue the Secret's certificate unless it is still good; True when it was issued again
+        (it existed before)."""
         current = await self._secret(name)
         if current is not None and current.get("ca.crt") == ca.cert:
             pair = KeyPair(cert=current.get("tls.crt", b""), key=current.get("tls.key", b""))
             if still_good(pair, ca=ca, names=names, now=now):
-                return
+                return False
         pair = issue(ca, names=names, client=client, now=now)
         await self._write_secret(
             name,
@@ -369,12 +432,24 @@ class Bootstrap:
             kind="kubernetes.io/tls",
             exists=current is not None,
         )
+        return current is not None
 
-    async def ca_bundle(self, ca: KeyPair) -> None:
-        """Write the CA into every webhook of the allocator's configuration that lacks it."""
-        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, WEBHOOK_CONFIGURATION)
+    async def serving_certificate(
+        self, certificate: ServingCertificate, *, ca: KeyPair, now: dt.datetime
+    ) -> None:
+        """The webhook's certificate, and its CA where the API server reads it."""
+        names = service_names(certificate.service, self._namespace)
+        await self.leaf(certificate.secret, ca=ca, names=names, client=False, now=now)
+        for configuration in certificate.webhook_configurations:
+            await self.webhook_ca_bundle(configuration, ca)
+        for crd in certificate.conversion_crds:
+            await self.conversion_ca_bundle(crd, ca)
+
+    async def webhook_ca_bundle(self, name: str, ca: KeyPair) -> None:
+        """Write the CA into every webhook of a MutatingWebhookConfiguration that lacks it."""
+        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, name)
         if raw is None:
-            raise ConfigError(f"MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION} not found")
+            raise ConfigError(f"MutatingWebhookConfiguration {name} not found")
         configuration = msgspec.json.decode(raw, type=_WebhookConfiguration)
         bundle = _b64(ca.cert)
         patch: list[dict[str, Any]] = []
@@ -387,13 +462,54 @@ class Bootstrap:
             )
         if patch:
             await self._client.patch(
-                MUTATING_WEBHOOKS,
-                WEBHOOK_CONFIGURATION,
-                patch,
-                patch_type="json",
-                field_manager=MANAGER,
+                MUTATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
             )
-            log.info("caBundle of %s written", WEBHOOK_CONFIGURATION)
+            log.info("caBundle of %s written", name)
+
+    async def conversion_ca_bundle(self, name: str, ca: KeyPair) -> None:
+        """Write the CA into a CustomResourceDefinition's conversion webhook, if it lacks it."""
+        raw = await self._client.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name)
+        if raw is None:
+            raise ConfigError(f"CustomResourceDefinition {name} not found")
+        conversion = msgspec.json.decode(raw, type=_Crd).spec.conversion
+        if conversion.strategy != "Webhook" or conversion.webhook is None:
+            raise ConfigError(f"CustomResourceDefinition {name} has no conversion webhook")
+        bundle = _b64(ca.cert)
+        if conversion.webhook.client_config.ca_bundle == bundle:
+            return
+        patch = [
+            {"op": "test", "path": "/spec/conversion/strategy", "value": "Webhook"},
+            {
+                "op": "add",
+                "path": "/spec/conversion/webhook/clientConfig/caBundle",
+                "value": bundle,
+            },
+        ]
+        await self._client.patch(
+            CUSTOM_RESOURCE_DEFINITIONS, name, patch, patch_type="json", field_manager=MANAGER
+        )
+        log.info("conversion caBundle of %s written", name)
+
+    async def restart_nats(self, now: dt.datetime) -> None:
+        """Roll the NATS servers so that they read their new certificate (nats-server reads it
+        only at start), as ``kubectl rollout restart`` does; nothing when there is no
+        StatefulSet yet (its pods will read the new certificate when they start)."""
+        if (
+            await self._client.get_or_none(
+                STATEFUL_SETS, NATS_STATEFULSET, namespace=self._namespace
+            )
+            is None
+        ):
+            return
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        await self._client.patch(
+            STATEFUL_SETS,
+            NATS_STATEFULSET,
+            {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}},
+            namespace=self._namespace,
+            field_manager=MANAGER,
+        )
+        log.info("statefulset %s restarted: its certificate was issued again", NATS_STATEFULSET)
 
     async def run(self, now: dt.datetime | None = None) -> None:
         now = now or dt.datetime.now(dt.UTC)
@@ -403,14 +519,12 @@ class Bootstrap:
         if not self._settings.certificates:
             return
         ca = await self.ca(now)
-        await self.leaf(
-            WEBHOOK_SECRET, ca=ca, names=webhook_names(self._namespace), client=False, now=now
-        )
-        await self.ca_bundle(ca)
+        for certificate in SERVING_CERTIFICATES:
+            await self.serving_certificate(certificate, ca=ca, now=now)
         if self._settings.tls_certs:
-            await self.leaf(
-                NATS_TLS_SECRET, ca=ca, names=nats_names(self._namespace), client=True, now=now
-            )
+            nats = nats_names(self._namespace)
+            if await self.leaf(NATS_TLS_SECRET, ca=ca, names=nats, client=True, now=now):
+                await self.restart_nats(now)
             await self.leaf(IMEX_TLS_SECRET, ca=ca, names=[IMEX_NAME], client=True, now=now)
 
 
