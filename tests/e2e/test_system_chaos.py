@@ -400,12 +400,26 @@ def restarts(system: WholeSystem) -> dict[str, int]:
     return {name: service.restarts for name, service in info.services.items()}
 
 
-async def lease_expired(system: WholeSystem, name: str) -> bool:
-    """The Lease was last renewed longer ago than its duration (it may be taken over now)."""
+async def lease_age_s(system: WholeSystem, name: str) -> tuple[float, float, str]:
+    """How long ago the Lease was renewed, its duration and its holder (the services run on
+    this machine: one clock)."""
     raw = await system.client.get(LEASES, name, namespace=LEASE_NAMESPACE)
     spec = msgspec.json.decode(raw, type=Lease).spec
     renewed = datetime.fromisoformat(spec.renew_time.replace("Z", "+00:00"))
-    return (datetime.now(UTC) - renewed).total_seconds() > spec.lease_duration_seconds
+    age = (datetime.now(UTC) - renewed).total_seconds()
+    return age, float(spec.lease_duration_seconds), spec.holder_identity
+
+
+async def lease_expired(system: WholeSystem, name: str) -> bool:
+    """The Lease was last renewed longer ago than its duration (it may be taken over now)."""
+    age, duration, _ = await lease_age_s(system, name)
+    return age > duration
+
+
+async def lease_renewed(system: WholeSystem, name: str) -> bool:
+    """Someone holds the Lease and renewed it within the last retry period or two."""
+    age, _, holder = await lease_age_s(system, name)
+    return bool(holder) and age < 1.0
 
 
 @dataclass
@@ -435,6 +449,14 @@ class Outages:
 
     async def _frozen_allocator(self) -> None:
         system = self.system
+        # Frozen while it leads (not while it starts again after the API server's restart).
+        await system.wait_services_ready()
+        await wait_for(
+            lambda: lease_renewed(system, ALLOCATOR_LEASE),
+            timeout=60,
+            interval=0.3,
+            what="the allocator leading",
+        )
         before = restarts(system)[CLIQUE_ALLOCATOR]
         await system.cdo("sim", "freeze", CLIQUE_ALLOCATOR)
         try:
