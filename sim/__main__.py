@@ -1,7 +1,8 @@
 """``python -m sim``: run the simulated cluster, power nodes off and on.
 
     python -m sim up [--topology FILE] [--state-dir DIR] [--api-port P] [--label-cliques]
-                     [--api-in-process]
+                     [--api-in-process] [--kubernetes-version 1.34|1.35|1.36|1.37]
+                     [--feature-gates Name=true,...] [--runtime-config group/version=true,...]
     python -m sim status [--state-dir DIR]
     python -m sim power off|on NODE [--state-dir DIR]
 
@@ -9,6 +10,8 @@
 services at. The API emulator enforces authentication and RBAC (so it serves HTTPS); the
 kubeconfig holds the admin's token and the CA, and the emulator keeps its access record in
 ``<state dir>/access.json``. The other commands find it through ``<state dir>/cluster.json``.
+The whole cluster runs at one Kubernetes release (default: the newest): the emulator presents
+its APIs and gates, the scheduler and controllers follow them (:mod:`sim.release`).
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ from sim.control.state import (
     write_cluster,
 )
 from sim.kubeapi import ServerConfig
+from sim.kubeapi.config import ReleaseSettings, release_settings
+from sim.kubeapi.releases import ReleaseError
+from sim.kubeapi.releases.flags import add_release_arguments
 from sim.kubelet import KubeletSettings
 from sim.topology import DEFAULT_TOPOLOGY, TopologyError
 
 
-async def up(args: argparse.Namespace) -> int:
+async def up(args: argparse.Namespace, release: ReleaseSettings) -> int:
     state_dir: Path = args.state_dir.resolve()
     # A new cluster starts empty: the API server's data is kept only across its own restarts.
     shutil.rmtree(state_dir / API_DATA_DIR, ignore_errors=True)
@@ -58,6 +64,7 @@ async def up(args: argparse.Namespace) -> int:
             access_record=str(state_dir / ACCESS_RECORD_FILE),
             # Kept on disk so that `cdo sim restart api` brings the same server back.
             data_dir=str(state_dir / API_DATA_DIR) if not args.api_in_process else "",
+            **release,
         ),
         kubelet=KubeletSettings(gpu_devices="plugin" if args.device_plugins else "topology"),
     )
@@ -76,11 +83,13 @@ async def up(args: argparse.Namespace) -> int:
             api_url=cluster.url,
             control_url=f"http://127.0.0.1:{port}",
             pid=os.getpid(),
+            **release,
         )
         write_cluster(state_dir, info)
         cliques = sorted({node.clique for node in cluster.topology.nodes})
         print(
-            f"simulated cluster up: {len(cluster.topology.nodes)} nodes in {len(cliques)} cliques"
+            f"simulated cluster up: {len(cluster.topology.nodes)} nodes in {len(cliques)} "
+            f"cliques, Kubernetes {release['kubernetes_version']}"
         )
         print(f"  API server   {cluster.url}")
         print(f"  kubeconfig   {cluster.kubeconfig}")
@@ -135,6 +144,7 @@ def main() -> None:
         "one registers (the node host runs NVIDIA's on every device-plugin node); by default "
         "each kubelet lists its node's GPUs itself until a plugin registers",
     )
+    add_release_arguments(start)
     commands.add_parser("status", help="list the nodes of the running cluster")
     switch = commands.add_parser("power", help="power a node on or off")
     switch.add_argument("state", choices=["on", "off"])
@@ -143,10 +153,16 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         if args.command == "up":
-            raise SystemExit(asyncio.run(up(args)))
+            release = release_settings(
+                args.kubernetes_version, args.feature_gates, args.runtime_config
+            )
+            ServerConfig(**release).release()  # refused before anything starts
+            raise SystemExit(asyncio.run(up(args, release)))
         raise SystemExit(status(args) if args.command == "status" else power(args))
     except TopologyError as error:
         raise SystemExit(f"bad topology: {error}") from None
+    except ReleaseError as error:
+        raise SystemExit(f"python -m sim up: {error}") from None
     except CommandError as error:
         raise SystemExit(str(error)) from None
 

@@ -5,7 +5,8 @@
         cluster.topology.nodes        # racks, trays, cliques, addresses, GPUs
         cluster.power_off("rack-0-tray03"); cluster.power_on("rack-0-tray03")
 
-What runs: the Kubernetes API emulator over HTTP, one simulated kubelet per topology node
+What runs, at the Kubernetes release ``options.api`` presents (:mod:`sim.release`): the
+Kubernetes API emulator over HTTP, one simulated kubelet per topology node
 (registration, heartbeat Lease, pods, DRA calls to whatever plugins register on the node), the
 scheduler (affinity, taints, resources, DRA allocation), the workload controllers (Deployment,
 ReplicaSet, StatefulSet, Job, JobSet and LeaderWorkerSet with their CRDs, resource claims) and the
@@ -41,6 +42,7 @@ from sim.kubelet import (
     NodeLifecycleController,
     connect_for_kubelets,
 )
+from sim.release import DeviceTaintSupport
 from sim.scheduler import Scheduler, SchedulerSettings
 from sim.topology import DEFAULT_TOPOLOGY, Cluster, load_topology
 from sim.topology import Node as TopologyNode
@@ -64,6 +66,8 @@ class ClusterOptions:
     api_process: bool = False
     """Run the API emulator as a process of its own (two cores) instead of in this one."""
     api: ServerConfig = field(default_factory=lambda: ServerConfig(pod_graceful_deletion=True))
+    """The emulator's settings, its release (``kubernetes_version``, ``feature_gates``,
+    ``runtime_config``) included: the scheduler and controllers run at that release."""
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
@@ -127,6 +131,12 @@ class SimulatedCluster:
         with`` block's exit (or as soon as the block awaits something, via cancellation).
         """
         topology = load_topology(options.topology)
+        # The release the emulator presents is the one the simulated components run at.
+        release = options.api.release()
+        device_taints = DeviceTaintSupport.of(release)
+        kubelet = options.kubelet
+        if not kubelet.kubelet_version:
+            kubelet = msgspec.structs.replace(kubelet, kubelet_version=f"v{release.version}.0-sim")
         options.state_dir.mkdir(parents=True, exist_ok=True)
         metrics = Metrics()
         # One setting for the toleration time: the API server's admission adds it to pods and
@@ -154,13 +164,21 @@ class SimulatedCluster:
                         topology,
                         client=client,
                         root=options.state_dir / "nodes",
-                        settings=options.kubelet,
+                        settings=kubelet,
                         labels=clique_labels if options.label_cliques else None,
                         metrics=metrics,
                     ),
-                    scheduler=Scheduler(client, settings=options.scheduler, metrics=metrics),
+                    scheduler=Scheduler(
+                        client,
+                        settings=options.scheduler,
+                        metrics=metrics,
+                        device_taints=device_taints,
+                    ),
                     controllers=ControllerManager(
-                        client, settings=options.controllers, metrics=metrics
+                        client,
+                        settings=options.controllers,
+                        metrics=metrics,
+                        device_taints=device_taints,
                     ),
                     lifecycle=NodeLifecycleController(
                         client=client, settings=options.lifecycle, metrics=metrics

@@ -6,7 +6,9 @@
 What ``kubectl apply -k deploy/kustomize/overlays/dev`` and the kubelet do for the domain
 controller and the clique allocator on a real cluster, done for the simulated one:
 
-- installs the CRDs and the ``cdo-system`` namespace (where the leader-election Leases live);
+- installs the CRDs and the ``cdo-system`` namespace (where the leader-election Leases live); the
+  ComputeDomain CRD's conversion webhook is the allocator's ``/convert``, by URL on 127.0.0.1
+  with the CA below, so ``v1beta1`` requests work once the allocator serves;
 - applies the ServiceAccounts, Roles and bindings rendered from ``deploy/kustomize/base``
   (:mod:`sim.identities`) and writes each service a kubeconfig of its own,
   ``<state dir>/identities/<service account>.kubeconfig``, with a token of its ServiceAccount
@@ -47,6 +49,7 @@ import msgspec
 
 from services.clique_allocator.webhook.configuration import DEFAULT_NAME, webhook_configuration
 from shared.crds import install_crds
+from shared.crds.definitions import compute_domain_crd, conversion, placement_crd
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import NAMESPACES
@@ -309,10 +312,12 @@ class ControlPlane:
     async def prepare(self) -> bytes:
         """CRDs, namespace, identities and the webhook certificate; the CA to register the
         webhook with."""
+        ca_pem = self.issue_webhook_certificate()
         rendered = await identities.rendered_identities()
         client = await KubeClient.connect(kubeconfig=self.kubeconfig)
         try:
-            await install_crds(client)
+            webhook = conversion(url=self.webhook_url, ca_bundle=ca_pem)
+            await install_crds(client, [compute_domain_crd(webhook=webhook), placement_crd()])
             with contextlib.suppress(KubeApiError):  # already there
                 await client.create(
                     NAMESPACES,
@@ -334,6 +339,11 @@ class ControlPlane:
                     await identities.write_token_file(client, account, path=self.nats_tokens[name])
         finally:
             await client.close()
+        return ca_pem
+
+    def issue_webhook_certificate(self) -> bytes:
+        """The allocator's serving certificate (its pod and conversion webhooks), from a
+        throwaway CA; returns the CA."""
         ca = CertificateAuthority("cdo-sim-webhook-ca")
         pair = ca.issue(["cdo-clique-allocator.cdo-system.svc", "127.0.0.1"])
         self.tls_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,8 @@ from shared.metrics import LATENCY_BUCKETS, Metrics
 
 
 class AllocatorMetrics:
-    """Admissions, placement decisions and waiting gangs of one allocator replica."""
+    """Admissions, conversions, placement decisions and waiting gangs of one allocator
+    replica."""
 
     def __init__(self, metrics: Metrics) -> None:
         r = metrics.registry
@@ -20,6 +21,12 @@ class AllocatorMetrics:
             "cdo_admissions",
             "Admission reviews answered, by webhook and result (gated, passed, refused, error).",
             ["webhook", "result"],
+            registry=r,
+        )
+        self.conversions = Counter(
+            "cdo_conversions",
+            "ComputeDomain ConversionReviews answered, by result (converted, refused, error).",
+            ["result"],
             registry=r,
         )
         self.placement_decisions = Counter(

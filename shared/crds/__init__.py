@@ -1,6 +1,8 @@
 """cdo's custom resources, defined once: the Structs services decode are the CRDs' schema.
 
-- :mod:`shared.crds.computedomain`: ``ComputeDomain`` (``resource.nvidia.com/v1beta1``);
+- :mod:`shared.crds.computedomain`: ``ComputeDomain`` (``resource.nvidia.com``, ``v1beta2`` stored
+  and read, ``v1beta1`` served too);
+- :mod:`shared.crds.conversion`: between the two ComputeDomain versions (the webhook's decision);
 - :mod:`shared.crds.placement`: ``Placement`` (``placements.cdo.dev/v1alpha1``);
 - :mod:`shared.crds.openapi`: Struct -> OpenAPI v3 structural schema;
 - :mod:`shared.crds.definitions`: the CRD manifests (names, printer columns, CEL rules);
@@ -22,6 +24,7 @@ from shared.crds.computedomain import (
 )
 from shared.crds.definitions import (
     COMPUTE_DOMAINS,
+    COMPUTE_DOMAINS_V1BETA1,
     PLACEMENTS,
     all_crds,
     compute_domain_crd,
@@ -38,6 +41,7 @@ from shared.crds.placement import (
 
 __all__ = [
     "COMPUTE_DOMAINS",
+    "COMPUTE_DOMAINS_V1BETA1",
     "PLACEMENTS",
     "ComputeDomain",
     "ComputeDomainChannel",

@@ -1,11 +1,14 @@
-"""ComputeDomain (``resource.nvidia.com/v1beta1``): the object users write.
+"""ComputeDomain (``resource.nvidia.com``): the object users write, in both versions served.
 
-The spec accepts the manifests of NVIDIA's DRA driver unchanged (``spec.numNodes``,
-``spec.channel.resourceClaimTemplate.name``, ``spec.channel.allocationMode``) and adds one optional
-field, ``spec.gang``. The status keeps NVIDIA's ``status.status`` and ``status.nodes[]`` for
-existing tooling and adds conditions, ``observedGeneration``, the clique and the IMEX channel.
-These Structs are both what services decode and the source of the CRD's schema
-(:mod:`shared.crds.openapi`); docs/domain-controller.md explains every field.
+``v1beta2`` is NVIDIA's current API and the version stored (the conversion hub): its spec is
+``spec.channel.resourceClaimTemplate.name`` and ``spec.channel.allocationMode``, and cdo adds
+``spec.failover`` and ``spec.gang``. ``v1beta1`` is the same with NVIDIA's older
+``spec.numNodes``, which v1beta2 keeps in the annotation
+``resource.nvidia.com/computedomain-num-nodes`` (:mod:`shared.crds.conversion`). The status is
+the same in both: NVIDIA's ``status.status`` and ``status.nodes[]`` for existing tooling, and
+cdo's conditions, ``observedGeneration``, cliques and IMEX channels. These Structs are both what
+services decode (v1beta2) and the source of the CRD's schemas (:mod:`shared.crds.openapi`);
+docs/domain-controller.md explains every field.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from shared.crds.names import MAX_CHANNELS
+from shared.crds.names import MAX_CHANNELS, MAX_NUM_NODES
 from shared.crds.openapi import CRD_DEFAULT
 from shared.kube.meta import KubeObject
 
@@ -169,21 +172,8 @@ class FailoverSpec(CrdStruct, frozen=True, kw_only=True):
 
 
 class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
-    """What the user asks for."""
+    """What the user asks for (``v1beta2``, the version stored and the one services read)."""
 
-    num_nodes: (
-        Annotated[
-            int,
-            Meta(
-                description="NVIDIA's field (deprecated there), accepted for compatibility: "
-                "there it only feeds the global status. cdo does not use it to place pods or "
-                "to bound the domain's size; spec.gang.nodes spreads a gang.",
-                ge=0,
-                le=100_000,
-            ),
-        ]
-        | None
-    ) = None
     channel: Annotated[
         ComputeDomainChannel, Meta(description="The IMEX channel and the claim template.")
     ]
@@ -212,6 +202,25 @@ class ComputeDomainSpec(CrdStruct, frozen=True, kw_only=True):
                         ),
                     ]
                 },
+            ),
+        ]
+        | None
+    ) = None
+
+
+class ComputeDomainSpecV1beta1(ComputeDomainSpec, frozen=True, kw_only=True):
+    """The ``v1beta1`` spec: v1beta2's and NVIDIA's older ``numNodes``."""
+
+    num_nodes: (
+        Annotated[
+            int,
+            Meta(
+                description="NVIDIA's field (deprecated there, gone from v1beta2, which keeps it "
+                "in the annotation resource.nvidia.com/computedomain-num-nodes), accepted for "
+                "compatibility: there it only feeds the global status. cdo does not use it to "
+                "place pods or to bound the domain's size; spec.gang.nodes spreads a gang.",
+                ge=0,
+                le=MAX_NUM_NODES,
             ),
         ]
         | None

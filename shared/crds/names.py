@@ -43,6 +43,19 @@ GPU_HEALTHY_CONDITION = "cdo.dev/GpuHealthy"
 IMEX_READY_CONDITION = "cdo.dev/ImexReady"
 """Node condition written by the IMEX agent: True while the node's IMEX daemon is READY."""
 
+CONVERSION_SERVICE = "cdo-clique-allocator"
+"""The Service (in :data:`CONVERSION_SERVICE_NAMESPACE`) in front of the clique allocator, which
+serves the ComputeDomain conversion webhook beside its pod webhook."""
+CONVERSION_SERVICE_NAMESPACE = "cdo-system"
+CONVERSION_PATH = "/convert"
+"""Path the clique allocator serves the ComputeDomain ConversionReview on."""
+
+NUM_NODES_ANNOTATION = "resource.nvidia.com/computedomain-num-nodes"
+"""On a ComputeDomain stored as ``v1beta2``: ``v1beta1``'s ``spec.numNodes``, as NVIDIA's
+converter keeps it (the name is NVIDIA's; :mod:`shared.crds.conversion`)."""
+MAX_NUM_NODES = 100_000
+"""The largest ``spec.numNodes`` (v1beta1) and so the largest value of that annotation."""
+
 MAX_CHANNELS = 2048
 """IMEX channels per node: ``/dev/nvidia-caps-imex-channels/channel0`` .. ``channel2047``."""
 

@@ -89,8 +89,11 @@ RESOURCE_SLICES = resource_api("resourceslices", "ResourceSlice", namespaced=Fal
 DEVICE_TAINT_RULES = resource_api("devicetaintrules", "DeviceTaintRule", namespaced=False)
 COMPUTE_DOMAINS = Resource(
     group="resource.nvidia.com",
-    version="v1beta1",
+    version="v1beta2",
     plural="computedomains",
     kind="ComputeDomain",
     namespaced=True,
 )
+"""The ComputeDomain in the version it is stored in, NVIDIA's current ``v1beta2``: what every cdo
+service reads and writes, so that none of them depends on the conversion webhook
+(:mod:`shared.crds.definitions` has the CRD and the older ``v1beta1``)."""

@@ -18,6 +18,7 @@ from sim.control.freeze import FREEZABLE, freeze, thaw
 from sim.control.nodes import clock, fault, fault_body, power
 from sim.control.restart import RESTARTABLE, nats_start, nats_stop, restart
 from sim.control.up import UpOptions, up
+from sim.kubeapi.releases.flags import add_release_arguments
 
 FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
 FABRIC_PROBLEMS = (
@@ -74,7 +75,9 @@ def _add_up(
         "simulated cluster, the control plane (domain controller and clique allocator, with "
         "the CRDs and the allocator's webhook registered) and the node host that runs every "
         "node's IMEX agent and health monitor, each in the background with its log under "
-        "<state dir>/logs; wait until every service is ready.",
+        "<state dir>/logs; wait until every service is ready. The whole cluster runs at one "
+        "Kubernetes release (--kubernetes-version, with --feature-gates and --runtime-config "
+        "as kube-apiserver takes them).",
         **shared,
     )
     parser.add_argument("--topology", type=Path, help="topology file (default: two GB200 racks)")
@@ -100,6 +103,7 @@ def _add_up(
     parser.add_argument(
         "--timeout", type=float, default=180.0, help="seconds to wait for each step (180)"
     )
+    add_release_arguments(parser)
 
 
 def _add_fault(
@@ -199,6 +203,9 @@ def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]
                 timeout_s=args.timeout,
                 services=not args.no_services,
                 nats_auth=args.nats_auth,
+                kubernetes_version=args.kubernetes_version,
+                feature_gates=args.feature_gates,
+                runtime_config=args.runtime_config,
             ),
             say=say,
         )

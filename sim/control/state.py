@@ -3,7 +3,8 @@
 Four files say what runs there, so that a later command (``cdo status``, ``cdo sim down``,
 ``python -m sim power``) finds the running programs without being their parent:
 
-- ``cluster.json``, written by ``python -m sim up``: kubeconfig, API URL, control URL, pid;
+- ``cluster.json``, written by ``python -m sim up``: kubeconfig, API URL, control URL, pid,
+  and the Kubernetes release simulated (version, feature gates, runtime config);
 - ``nodehost.json``, written by ``python -m sim.nodehost``: control URL, pid, hosted nodes;
 - ``controlplane.json``, written by ``python -m sim.controlplane``: the domain controller's and
   the clique allocator's pids and probe URLs, and whether both are ready;
@@ -21,6 +22,7 @@ from typing import TypeVar
 import msgspec
 
 from shared.command_errors import CommandError, UnreachableError
+from sim.kubeapi.releases import NEWEST_RELEASE, Release
 
 DEFAULT_STATE_DIR = Path(".cdo") / "sim"
 STATE_DIR_ENV = "CDO_SIM_STATE_DIR"
@@ -40,12 +42,23 @@ T = TypeVar("T")
 
 
 class ClusterFile(msgspec.Struct, frozen=True, kw_only=True):
-    """``cluster.json``: where the running ``python -m sim up`` serves."""
+    """``cluster.json``: where the running ``python -m sim up`` serves, and the Kubernetes
+    release it simulates (so that the node host's simulated drivers run at the same one)."""
 
     kubeconfig: str
     api_url: str
     control_url: str
     pid: int
+    kubernetes_version: str = NEWEST_RELEASE
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
+    runtime_config: dict[str, bool] = msgspec.field(default_factory=dict)
+
+    def release(self) -> Release:
+        return Release.of(
+            self.kubernetes_version,
+            feature_gates=self.feature_gates,
+            runtime_config=self.runtime_config,
+        )
 
 
 class NodeHostFile(msgspec.Struct, frozen=True, kw_only=True):

@@ -52,6 +52,9 @@ from sim.control.state import (
     require_nodehost,
     write_record,
 )
+from sim.kubeapi import ServerConfig
+from sim.kubeapi.config import release_settings
+from sim.kubeapi.releases import NEWEST_RELEASE, ReleaseError
 
 Say = Callable[[str], None]
 
@@ -70,6 +73,19 @@ class UpOptions:
     """Also run the domain controller and the clique allocator (off: the cluster and nodes only)."""
     nats_auth: bool = False
     """NATS identities: the auth callout, the authenticator, every service with its own token."""
+    kubernetes_version: str = NEWEST_RELEASE
+    """The release the whole cluster runs at, with the two flags below as kube-apiserver's."""
+    feature_gates: str = ""
+    runtime_config: str = ""
+
+    @property
+    def release_args(self) -> list[str]:
+        """The release flags for ``python -m sim up``."""
+        return [
+            "--kubernetes-version", self.kubernetes_version,
+            "--feature-gates", self.feature_gates,
+            "--runtime-config", self.runtime_config,
+        ]  # fmt: skip
 
     @property
     def logs(self) -> Path:
@@ -146,6 +162,13 @@ class Auth:
 
 
 def _check_options(options: UpOptions) -> None:
+    try:
+        settings = release_settings(
+            options.kubernetes_version, options.feature_gates, options.runtime_config
+        )
+        ServerConfig(**settings).release()
+    except ReleaseError as error:
+        raise UsageError(str(error)) from None
     if not options.nats_auth:
         return
     if options.nats_url is not None:
@@ -219,6 +242,7 @@ def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> Clust
     state_dir = options.state_dir
     # The node host runs NVIDIA's device plugin on every device-plugin node it hosts.
     argv = [sys.executable, "-m", "sim", "--state-dir", str(state_dir), "up", "--device-plugins"]
+    argv += options.release_args
     sim = started.add(
         spawn(
             "simulated cluster",
@@ -229,7 +253,10 @@ def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> Clust
     )
     _wait_for_file(state_dir / CLUSTER_FILE, sim, timeout_s=options.timeout_s, what="the cluster")
     cluster = require_cluster(state_dir)
-    say(f"cluster          {cluster.api_url}  (pid {sim.pid})")
+    say(
+        f"cluster          {cluster.api_url}  Kubernetes {cluster.kubernetes_version}  "
+        f"(pid {sim.pid})"
+    )
     return cluster
 
 

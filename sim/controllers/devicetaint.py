@@ -17,6 +17,9 @@ Two loops:
   False otherwise (also for effects that evict nothing); the message counts the pods pending
   and those this controller evicted for the rule.
 
+Which of it runs follows the release (:mod:`sim.release`): rules are read at the version the
+release serves them, or not at all; before 1.35 a rule has no status, so no rules loop runs.
+
 Simplified: a rule's evicted count lives in this process only.
 """
 
@@ -35,11 +38,12 @@ from shared.kube.models import DeviceTaint, DeviceTaintRule, Pod, ResourceSlice,
 from shared.kube.models import ResourceClaim as SharedClaim
 from shared.kube.ratelimit import RateLimitSettings
 from shared.kube.reconcile import Result
-from shared.kube.resources import DEVICE_TAINT_RULES, PODS
+from shared.kube.resources import PODS
 from shared.metrics import Metrics
 from sim.controllers.informers import SharedInformers
 from sim.controllers.loop import Loop
 from sim.controllers.pods import is_terminal, is_terminating
+from sim.release import DeviceTaintSupport
 from sim.scheduler.devicetaints import device_taints, rule_selects, tolerates
 from sim.scheduler.objects import ClaimSpec
 
@@ -131,37 +135,54 @@ class DeviceTaintEvictionController:
         metrics: Metrics,
         workers: int,
         rate_limit: RateLimitSettings,
+        support: DeviceTaintSupport | None = None,
     ) -> None:
         self._client = client
+        support = support or DeviceTaintSupport()
         self._pods = informers.pods
         self._claims = informers.claims
         self._slices = informers.slices
-        self._rules = informers.device_taint_rules
+        self._rules_resource = support.rules
+        self._rules = (
+            informers.device_taint_rules(support.rules) if support.rules is not None else None
+        )
         self.loop = Loop(
             name="device-taint-eviction", reconcile=self._reconcile_pod, metrics=metrics,
             workers=workers, rate_limit=rate_limit,
         )  # fmt: skip
-        self.rule_loop = Loop(
-            name="device-taint-rules", reconcile=self._reconcile_rule, metrics=metrics,
-            workers=1, rate_limit=rate_limit,
-        )  # fmt: skip
+        self.rule_loop = (
+            Loop(
+                name="device-taint-rules",
+                reconcile=self._reconcile_rule,
+                metrics=metrics,
+                workers=1,
+                rate_limit=rate_limit,
+            )
+            if self._rules is not None and support.rule_status
+            else None
+        )
         self._evicted: dict[str, int] = {}  # rule name -> pods evicted for it
         self._pods.add_handler(self.loop.on_change(lambda pod: [key_of(pod)]))
-        self._pods.add_handler(self.rule_loop.on_change(lambda _pod: self._rule_keys()))
         self._claims.add_handler(self.loop.on_change(self._claim_pods))
-        for informer in (self._slices, self._rules):
-            informer.add_handler(self.loop.on_change(lambda _obj: self._all_pods()))
-        self._rules.add_handler(self.rule_loop.on_change(lambda rule: [key_of(rule)]))
+        self._slices.add_handler(self.loop.on_change(lambda _obj: self._all_pods()))
+        if self._rules is not None:
+            self._rules.add_handler(self.loop.on_change(lambda _obj: self._all_pods()))
+        if self._rules is not None and self.rule_loop is not None:
+            self._pods.add_handler(self.rule_loop.on_change(lambda _pod: self._rule_keys()))
+            self._rules.add_handler(self.rule_loop.on_change(lambda rule: [key_of(rule)]))
 
     @property
     def loops(self) -> list[Loop]:
-        return [self.loop, self.rule_loop]
+        return [self.loop] if self.rule_loop is None else [self.loop, self.rule_loop]
 
     def _all_pods(self) -> list[ObjectKey]:
         return [key_of(pod) for pod in self._pods.cache.objects() if claim_names(pod)]
 
+    def _rule_objects(self) -> list[DeviceTaintRule]:
+        return [] if self._rules is None else list(self._rules.cache.objects())
+
     def _rule_keys(self) -> list[ObjectKey]:
-        return [key_of(rule) for rule in self._rules.cache.objects()]
+        return [key_of(rule) for rule in self._rule_objects()]
 
     def _claim_pods(self, claim: object) -> list[ObjectKey]:
         if not isinstance(claim, SharedClaim):
@@ -186,7 +207,7 @@ class DeviceTaintEvictionController:
 
     def held(self, pod: Pod) -> Iterator[Held]:
         """Every allocated device of the pod's claims, with its taints."""
-        rules = self._rules.cache.objects()
+        rules = self._rule_objects()
         for name in claim_names(pod):
             claim = self._claims.cache.get(f"{pod.metadata.namespace}/{name}")
             if claim is None or claim.status.allocation is None:
@@ -214,8 +235,11 @@ class DeviceTaintEvictionController:
             return Result()
         if due > now:
             return Result(requeue_after=(due - now).total_seconds())
-        await self._evict(pod)
-        for rule in self._rules.cache.objects():
+        # A pod whose deletion the cache has not seen yet is reconciled again (its status patch
+        # is an event too): only the delete that took it counts for the rules.
+        if not await self._evict(pod) or self.rule_loop is None:
+            return Result()
+        for rule in self._rule_objects():
             if any(
                 rule_selects(rule, driver=h.ref[0], pool=h.ref[1], device=h.ref[2]) for h in held
             ):
@@ -223,7 +247,8 @@ class DeviceTaintEvictionController:
                 self.rule_loop.queue.add(key_of(rule))
         return Result()
 
-    async def _evict(self, pod: Pod) -> None:
+    async def _evict(self, pod: Pod) -> bool:
+        """Mark and delete the pod; False when it was gone already."""
         meta = pod.metadata
         condition = {
             "type": "DisruptionTarget",
@@ -241,11 +266,12 @@ class DeviceTaintEvictionController:
         except KubeApiError as exc:
             if not exc.not_found:
                 raise
-            return
+            return False
         log.info(
             "pod deleted for a device's NoExecute taint",
             extra={"pod": f"{meta.namespace}/{meta.name}"},
         )
+        return True
 
     # -- rules --------------------------------------------------------------------------------
 
@@ -266,6 +292,7 @@ class DeviceTaintEvictionController:
         return count
 
     async def _reconcile_rule(self, key: ObjectKey) -> Result:
+        assert self._rules is not None and self._rules_resource is not None  # the loop's premise
         rule = self._rules.cache.get(str(key))
         if rule is None:
             self._evicted.pop(key.name, None)
@@ -296,7 +323,7 @@ class DeviceTaintEvictionController:
             }
         }
         try:
-            await self._client.patch(DEVICE_TAINT_RULES, key.name, body, subresource="status")
+            await self._client.patch(self._rules_resource, key.name, body, subresource="status")
         except KubeApiError as exc:
             if not exc.not_found:
                 raise

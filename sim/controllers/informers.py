@@ -22,7 +22,6 @@ from shared.kube.models import (
 )
 from shared.kube.resources import (
     DEPLOYMENTS,
-    DEVICE_TAINT_RULES,
     JOB_SETS,
     JOBS,
     LEADER_WORKER_SETS,
@@ -53,6 +52,7 @@ class SharedInformers:
         self._settings = settings
         self._metrics = metrics
         self._made: list[Informer[Any]] = []
+        self._by_resource: dict[Resource, Informer[Any]] = {}
 
     def _make(self, resource: Resource, object_type: type[KubeObject]) -> Informer[Any]:
         informer: Informer[Any] = Informer(
@@ -118,9 +118,11 @@ class SharedInformers:
         informer: Informer[ResourceSlice] = self._make(RESOURCE_SLICES, ResourceSlice)
         return informer
 
-    @cached_property
-    def device_taint_rules(self) -> Informer[DeviceTaintRule]:
-        informer: Informer[DeviceTaintRule] = self._make(DEVICE_TAINT_RULES, DeviceTaintRule)
+    def device_taint_rules(self, resource: Resource) -> Informer[DeviceTaintRule]:
+        """DeviceTaintRules at the version the release serves them (``resource``)."""
+        informer = self._by_resource.get(resource)
+        if informer is None:
+            informer = self._by_resource[resource] = self._make(resource, DeviceTaintRule)
         return informer
 
     @cached_property

@@ -44,6 +44,7 @@ from sim.controllers.loop import Loop
 from sim.controllers.replicaset import ReplicaSetController
 from sim.controllers.resourceclaim import ResourceClaimController
 from sim.controllers.statefulset import StatefulSetController
+from sim.release import DeviceTaintSupport
 
 ControllerName = Literal[
     "deployment",
@@ -108,8 +109,12 @@ class ControllerManager:
         *,
         settings: ControllerSettings | None = None,
         metrics: Metrics | None = None,
+        device_taints: DeviceTaintSupport | None = None,
     ) -> None:
         self.settings = settings or ControllerSettings()
+        self.device_taints = device_taints or DeviceTaintSupport()
+        """The simulated release's device taints: kube-controller-manager starts the device
+        taint eviction controller only while DRADeviceTaints is on (:mod:`sim.release`)."""
         self.client = client
         self.metrics = metrics or Metrics()
         self.informers = SharedInformers(
@@ -149,6 +154,11 @@ class ControllerManager:
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    @property
+    def loop_names(self) -> list[str]:
+        """The loops that run, by name (e.g. ``device-taint-eviction``)."""
+        return [loop.name for loop in self._loops]
 
     @property
     def idle(self) -> bool:
@@ -234,7 +244,13 @@ _BUILDERS: dict[ControllerName, Callable[[ControllerManager], list[Loop]]] = {
         ResourceClaimController(m.client, m.informers, **m.expecting()).loops
     ),
     "devicetaint": lambda m: _loops(
-        DeviceTaintEvictionController(m.client, m.informers, **m.common()).loops
+        *(
+            DeviceTaintEvictionController(
+                m.client, m.informers, support=m.device_taints, **m.common()
+            ).loops
+            if m.device_taints.taints
+            else ()
+        )
     ),
     "disruption": lambda m: _loops(DisruptionController(m.client, m.informers, **m.common()).loops),
     "statefulset": lambda m: _loops(

@@ -4,7 +4,8 @@
 context), then until cancelled: publishes the node's ``gpu.nvidia.com`` ResourceSlice, serves
 the DRA service to the kubelet (registered through the node's plugins_registry directory) with
 :class:`driver.GpuDriver`, and watches NVML for XID events, which taint the GPU's device
-(:mod:`taints`) and republish the slice.
+(:mod:`taints`) and republish the slice where the cluster's release honours device taints
+(``publish_taints``).
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ class GpuKubeletPlugin:
         kubelet_root: Path,
         cdi_root: Path,
         resync_s: float = 30.0,
+        publish_taints: bool = True,
     ) -> None:
         self.node = node
+        self.publish_taints = publish_taints
+        """Whether XIDs become device taints in the slice: only where the cluster's release
+        honours device taints (a server with DRADeviceTaints off drops them on every write)."""
         self._client = client
         self._kubelet_root = kubelet_root
         self._cdi_root = cdi_root
@@ -60,8 +65,11 @@ class GpuKubeletPlugin:
         return self.plugin is not None and self.plugin.registered
 
     def devices(self) -> list[dict[str, Any]]:
-        """The slice's devices now: every GPU with its taints."""
-        return [device_body(gpu, taints=self.ledger.taints(gpu.index)) for gpu in self.gpus]
+        """The slice's devices now: every GPU, with its taints where they are published."""
+        return [
+            device_body(gpu, taints=self.ledger.taints(gpu.index) if self.publish_taints else None)
+            for gpu in self.gpus
+        ]
 
     async def run(self) -> None:
         node = await own_node(self._client, self.node)
@@ -98,8 +106,16 @@ class GpuKubeletPlugin:
                     xid, gpu = event.xid, event.gpu_index
                     if xid is None or gpu is None:
                         continue
-                    if self.ledger.record(gpu, xid) and self.publisher is not None:
+                    if not self.ledger.record(gpu, xid) or self.publisher is None:
+                        continue
+                    if self.publish_taints:
                         log.info("GPU device tainted", extra={"gpu": gpu, "xid": xid})
                         self.publisher.poke()
+                    else:
+                        log.info(
+                            "XID not published as a device taint: device taints are off in "
+                            "this cluster's release",
+                            extra={"gpu": gpu, "xid": xid},
+                        )
         finally:
             await asyncio.to_thread(nvml.shutdown)

@@ -24,7 +24,8 @@ In-process use (same event loop as the caller)::
 Synchronous code runs it in a thread: ``with ServerThread() as srv: srv.url, srv.kubeconfig``,
 ``srv.faults`` and ``srv.call(lambda api: api.store.compact())``.
 
-Standalone: ``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig``.
+Standalone: ``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig`` (``--kubernetes-version
+1.34|1.35|1.36|1.37``, ``--feature-gates``, ``--runtime-config``: :mod:`sim.kubeapi.releases`).
 
 pytest fixtures built on this live in ``tests/integration/kubeapi/conftest.py``.
 """

@@ -1,5 +1,10 @@
-"""``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig [--data-dir DIR]``: serve until
-interrupted; with ``--data-dir`` a server started again on the same port is the same server."""
+"""``python -m sim.kubeapi --port 6443 --kubeconfig ./kubeconfig``: serve until interrupted.
+
+``--kubernetes-version 1.34|1.35|1.36|1.37`` (default: the newest) picks the release presented,
+``--feature-gates Name=true,...`` and ``--runtime-config resource.k8s.io/v1beta2=true,...``
+change it as kube-apiserver's flags of those names do; settings kube-apiserver would refuse stop
+the start with its message (exit status 2). With ``--data-dir DIR`` a server started again on the
+same port is the same server."""
 
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ import sys
 import msgspec
 
 from sim.childproc import die_with
-from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.config import ServerConfig, release_settings
 from sim.kubeapi.hosting.child_process import READY_PREFIX
 from sim.kubeapi.hosting.in_process import serve
+from sim.kubeapi.releases import ReleaseError
+from sim.kubeapi.releases.flags import add_release_arguments
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pods bound to nodes wait for a kubelet to finish their deletion",
     )
+    add_release_arguments(parser)
     parser.add_argument(
         "--data-dir",
         default="",
@@ -67,9 +75,11 @@ async def _main(args: argparse.Namespace) -> None:
             watch_window=args.watch_window,
             bookmark_interval_s=args.bookmark_interval,
             pod_graceful_deletion=args.pod_graceful_deletion,
+            **release_settings(args.kubernetes_version, args.feature_gates, args.runtime_config),
         )
     if args.data_dir:
         config = msgspec.structs.replace(config, data_dir=args.data_dir)
+    config.release()  # refuses what kube-apiserver refuses, before anything is served
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -82,11 +92,15 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.die_with_parent is not None:
         die_with(args.die_with_parent)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    asyncio.run(_main(args))
+    try:
+        asyncio.run(_main(args))
+    except ReleaseError as error:
+        parser.error(str(error))
     return 0
 
 

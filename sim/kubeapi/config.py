@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import msgspec
+
+from sim.kubeapi.releases import NEWEST_RELEASE, Release
+from sim.kubeapi.releases.apis import parse_runtime_config
+from sim.kubeapi.releases.gates import parse_feature_gates
+from sim.kubeapi.releases.release import release_minor
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -72,8 +79,15 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``410 Expired``); "" (the default) keeps everything in memory.
     namespaces:
         namespaces present at start.
-    version_major / version_minor:
-        what ``/version`` reports.
+    kubernetes_version:
+        the Kubernetes release presented (``1.34`` to ``1.37``): what ``/version`` reports,
+        the optional APIs served, the feature gates' defaults and the published schemas
+        (:mod:`sim.kubeapi.releases`, docs/kubeapi.md).
+    feature_gates:
+        gate -> value, as kube-apiserver's ``--feature-gates`` (DRA gates only).
+    runtime_config:
+        ``<group>/<version>[/<resource>]`` or ``api/all|ga|beta|alpha`` -> on/off, as
+        kube-apiserver's ``--runtime-config`` (``resource.k8s.io`` versions only).
     """
 
     watch_window: int = 10_000
@@ -92,9 +106,36 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     access_record: str = ""
     data_dir: str = ""
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
-    version_major: str = "1"
-    version_minor: str = "37"
+    kubernetes_version: str = NEWEST_RELEASE
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
+    runtime_config: dict[str, bool] = msgspec.field(default_factory=dict)
+
+    def release(self) -> Release:
+        """The release these settings present; ReleaseError when kube-apiserver would refuse
+        them at start."""
+        return Release.of(
+            self.kubernetes_version,
+            feature_gates=self.feature_gates,
+            runtime_config=self.runtime_config,
+        )
 
     @property
     def serves_tls(self) -> bool:
         return self.enforce_auth if self.tls is None else self.tls
+
+
+class ReleaseSettings(TypedDict):
+    kubernetes_version: str
+    feature_gates: dict[str, bool]
+    runtime_config: dict[str, bool]
+
+
+def release_settings(version: str, feature_gates: str, runtime_config: str) -> ReleaseSettings:
+    """The ServerConfig fields of the three flags as kube-apiserver spells them
+    (``--kubernetes-version 1.35 --feature-gates A=true --runtime-config g/v=true``);
+    ReleaseError for what kube-apiserver refuses to parse."""
+    return {
+        "kubernetes_version": f"1.{release_minor(version)}",
+        "feature_gates": parse_feature_gates(feature_gates),
+        "runtime_config": parse_runtime_config(runtime_config),
+    }

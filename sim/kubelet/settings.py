@@ -13,6 +13,7 @@ import msgspec
 from msgspec import Meta
 
 from shared.settings import Settings
+from sim.kubeapi.releases import NEWEST_RELEASE
 
 
 class NodeResources(Settings, frozen=True, kw_only=True):
@@ -43,9 +44,13 @@ class KubeletSettings(Settings, frozen=True, kw_only=True):
         str, Meta(description="Value of the node.kubernetes.io/instance-type label.")
     ] = "gb200"
     architecture: Annotated[str, Meta(description="kubernetes.io/arch (Grace is arm64).")] = "arm64"
-    kubelet_version: Annotated[str, Meta(description="status.nodeInfo.kubeletVersion.")] = (
-        "v1.33.0-sim"
-    )
+    kubelet_version: Annotated[
+        str,
+        Meta(
+            description="status.nodeInfo.kubeletVersion (the simulated cluster runs its "
+            "kubelets at its own release: v1.<minor>.0-sim)."
+        ),
+    ] = f"v{NEWEST_RELEASE}.0-sim"
     resources: NodeResources = msgspec.field(default_factory=NodeResources)
     pod_workers: Annotated[
         int, Meta(description="Pods synced concurrently (never one pod twice at once).", ge=1)

@@ -48,6 +48,7 @@ from sim.nodehost.settings import (
     load_host_settings,
     load_service_settings,
 )
+from sim.release import DeviceTaintSupport
 from sim.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology
 from sim.topology import Node as TopologyNode
 
@@ -210,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             metrics=ctx.metrics,
             # The host's own client stands for each node's kubelet, which asks for the tokens
             # of the pods it runs.
+            # The GPU drivers run at the cluster's release, as the cluster file records it.
+            device_taints=DeviceTaintSupport.of(info.release()),
             identities=identities.NodeIdentities(
                 client,
                 admin_kubeconfig=Path(info.kubeconfig),

@@ -17,6 +17,7 @@ from shared.kube.client import KubeClient
 from sim.deviceplugin import NvidiaDevicePlugin
 from sim.gpudriver import GpuKubeletPlugin
 from sim.nodehost.settings import NodeLayout
+from sim.release import DeviceTaintSupport
 from sim.topology import Node as TopologyNode
 
 
@@ -28,7 +29,16 @@ class GpuPlugins:
     device_plugin: NvidiaDevicePlugin | None
 
     @classmethod
-    def for_node(cls, node: TopologyNode, *, client: KubeClient, layout: NodeLayout) -> GpuPlugins:
+    def for_node(
+        cls,
+        node: TopologyNode,
+        *,
+        client: KubeClient,
+        layout: NodeLayout,
+        device_taints: DeviceTaintSupport,
+    ) -> GpuPlugins:
+        """The node's plugins; the DRA driver publishes XID taints where the cluster's release
+        honours device taints."""
         kubelet_root = layout.kubelet_root(node.name)
         dra = (
             GpuKubeletPlugin(
@@ -36,6 +46,7 @@ class GpuPlugins:
                 client=client,
                 kubelet_root=kubelet_root,
                 cdi_root=layout.node_dir(node.name) / "cdi",
+                publish_taints=device_taints.taints,
             )
             if node.gpu_dra
             else None

@@ -76,6 +76,7 @@ from sim.nodehost.settings import (
     proc_devices_text,
 )
 from sim.nvml import SimulatedNvml, bound_context
+from sim.release import DeviceTaintSupport
 from sim.topology import Node as TopologyNode
 
 log = logging.getLogger("cdo.sim.nodehost")
@@ -118,6 +119,8 @@ class HostContext:
     """Every hosted node's IMEX daemons, for ``nvidia-imex-ctl`` queries between them."""
     identities: NodeIdentities | None = None
     """Where each node's services get clients of their own ServiceAccounts (None: ``client``)."""
+    device_taints: DeviceTaintSupport = field(default_factory=DeviceTaintSupport)
+    """The cluster's release as the simulated GPU drivers follow it (:mod:`sim.release`)."""
 
 
 class _PoweredOffError(Exception):
@@ -381,7 +384,10 @@ class HostedNode:
             )
             self.agent, self.monitor, self.metrics = agent, monitor, metrics
             self.gpus = GpuPlugins.for_node(
-                self.topology, client=context.client, layout=context.layout
+                self.topology,
+                client=context.client,
+                layout=context.layout,
+                device_taints=context.device_taints,
             )
             async with asyncio.TaskGroup() as group:
                 for what, run in self.gpus.runs().items():
@@ -454,6 +460,7 @@ class NodeHost:
         metrics: Metrics | None = None,
         imex_timing: Timing | None = None,
         identities: NodeIdentities | None = None,
+        device_taints: DeviceTaintSupport | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("a node host needs at least one node")
@@ -473,6 +480,7 @@ class NodeHost:
             tracers=tracers,
             errors=metrics or Metrics(),
             identities=identities,
+            device_taints=device_taints or DeviceTaintSupport(),
         )
         timing = imex_timing or (_RELAXED_TIMING if len(nodes) >= _MANY_DAEMONS else Timing())
         self._nodes = {

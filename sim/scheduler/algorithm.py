@@ -53,6 +53,9 @@ class ClusterView(PodLookup, Protocol):
 
     def device_taint_rules(self) -> Sequence[DeviceTaintRule]: ...
 
+    @property
+    def honour_device_taints(self) -> bool: ...
+
 
 class Placement(msgspec.Struct, frozen=True, kw_only=True):
     node: str
@@ -152,6 +155,7 @@ def schedule_pod(
                 in_use=in_use,
                 cache=cache,
                 rules=rules,
+                honour_taints=view.honour_device_taints,
             )
             if isinstance(outcome, str):
                 failed = (outcome,)

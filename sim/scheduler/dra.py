@@ -147,9 +147,11 @@ class _Search:
         in_use: Collection[DeviceRef],
         cache: SelectorCache,
         rules: Sequence[DeviceTaintRule] = (),
+        honour_taints: bool = True,
     ) -> None:
         self._devices = devices
         self._rules = rules
+        self._honour_taints = honour_taints
         self._classes = classes
         self._in_use = in_use
         self._cache = cache
@@ -180,8 +182,9 @@ class _Search:
         return found
 
     def _tainted(self, device: DeviceView, tolerations: Sequence[Toleration]) -> bool:
-        """A device with an untolerated NoSchedule/NoExecute taint is not allocated."""
-        if not device.taints and not self._rules:
+        """A device with an untolerated NoSchedule/NoExecute taint is not allocated (where the
+        release honours device taints)."""
+        if not self._honour_taints or (not device.taints and not self._rules):
             return False
         taints = device_taints(
             device.taints, self._rules, driver=device.driver, pool=device.pool, device=device.name
@@ -305,11 +308,20 @@ def allocate_on_node(
     in_use: Collection[DeviceRef],
     cache: SelectorCache,
     rules: Sequence[DeviceTaintRule] = (),
+    honour_taints: bool = True,
 ) -> tuple[ClaimAllocation, ...] | str:
-    """What the pod's ``claims`` get on ``node``, or the reason they cannot be met there."""
+    """What the pod's ``claims`` get on ``node``, or the reason they cannot be met there;
+    ``honour_taints`` False: device taints count for nothing (DRADeviceTaints off)."""
     out: list[ClaimAllocation] = []
     taken: set[DeviceRef] = set()
-    search = _Search(devices=devices, classes=classes, in_use=in_use, cache=cache, rules=rules)
+    search = _Search(
+        devices=devices,
+        classes=classes,
+        in_use=in_use,
+        cache=cache,
+        rules=rules,
+        honour_taints=honour_taints,
+    )
     for claim in claims:
         allocation = claim.status.allocation
         if allocation is not None:

@@ -1,6 +1,7 @@
 """The scheduler process: informers in, decisions out, bindings and status writes to the API.
 
-    scheduler = Scheduler(client, settings=SchedulerSettings(), metrics=Metrics())
+    scheduler = Scheduler(client, settings=SchedulerSettings(), metrics=Metrics(),
+                          device_taints=DeviceTaintSupport.of(release))  # default: newest
     async with asyncio.TaskGroup() as tasks:
         tasks.create_task(scheduler.run())       # until cancelled
         await scheduler.wait_ready()             # informers listed, scheduling started
@@ -47,7 +48,6 @@ from shared.kube.ratelimit import RateLimitSettings
 from shared.kube.reconcile import ReconcileRunner, Result, RunnerSettings
 from shared.kube.resources import (
     DEVICE_CLASSES,
-    DEVICE_TAINT_RULES,
     NAMESPACES,
     NODES,
     PODS,
@@ -58,6 +58,7 @@ from shared.kube.resources import (
 from shared.kube.workqueue import WorkQueue
 from shared.metrics import Metrics
 from shared.settings import Settings
+from sim.release import DeviceTaintSupport
 from sim.scheduler.algorithm import Placement, Unschedulable, claim_not_created, schedule_pod
 from sim.scheduler.cel import SelectorCache
 from sim.scheduler.dra import ClaimAllocation
@@ -175,11 +176,14 @@ class Scheduler:
         *,
         settings: SchedulerSettings | None = None,
         metrics: Metrics | None = None,
+        device_taints: DeviceTaintSupport | None = None,
     ) -> None:
         self._client = client
         self.settings = settings or SchedulerSettings()
         metrics = metrics or Metrics()
-        self.state = ClusterState()
+        self.device_taints = device_taints or DeviceTaintSupport()
+        """What the simulated release does with device taints (:mod:`sim.release`)."""
+        self.state = ClusterState(honour_device_taints=self.device_taints.taints)
         self.stats = SchedulerStats()
         self._selectors = SelectorCache()
         self._parked: dict[ObjectKey, _Parked] = {}
@@ -195,7 +199,8 @@ class Scheduler:
         self.claims = informer(RESOURCE_CLAIMS, ResourceClaim)
         self.slices = informer(RESOURCE_SLICES, ResourceSlice)
         self.classes = informer(DEVICE_CLASSES, DeviceClass)
-        self.taint_rules = informer(DEVICE_TAINT_RULES, DeviceTaintRule)
+        rules = self.device_taints.rules
+        self.taint_rules = informer(rules, DeviceTaintRule) if rules is not None else None
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             name="scheduler", metrics=metrics, rate_limit=self.settings.write_retry
         )
@@ -225,11 +230,13 @@ class Scheduler:
                 lambda c: self.state.delete_device_class(c.metadata.name),
             )
         )
-        self.taint_rules.add_handler(
-            self._handler(
-                self.state.set_taint_rule, lambda r: self.state.delete_taint_rule(r.metadata.name)
+        if self.taint_rules is not None:
+            self.taint_rules.add_handler(
+                self._handler(
+                    self.state.set_taint_rule,
+                    lambda r: self.state.delete_taint_rule(r.metadata.name),
+                )
             )
-        )
 
     # -- running -------------------------------------------------------------------------------
 
@@ -252,7 +259,7 @@ class Scheduler:
             self.nodes,
             self.namespaces,
             self.classes,
-            self.taint_rules,
+            *([self.taint_rules] if self.taint_rules is not None else []),
             self.slices,
             self.claims,
             self.pods,

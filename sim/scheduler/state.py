@@ -53,7 +53,9 @@ def _claim_devices(claim: ResourceClaim | None) -> frozenset[DeviceRef]:
 class ClusterState:
     """See the module docstring. Not thread-safe: used from the event loop only."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, honour_device_taints: bool = True) -> None:
+        self.honour_device_taints = honour_device_taints
+        """Whether device taints count (the release's DRADeviceTaints gate)."""
         self._nodes: dict[str, NodeFacts] = {}
         self._node_names: list[str] = []
         self._usage: dict[str, NodeUsage] = {}

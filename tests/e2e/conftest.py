@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import grants
+# Assertions in the shared scenarios report their values as a test module's do.
+pytest.register_assert_rewrite("tests.e2e.scenarios")
+
+from tests.e2e import grants  # noqa: E402 - after the registration above
 
 E2E = Path(__file__).resolve().parent
 LAST = "test_used_grants.py"

@@ -6,17 +6,16 @@ the node recovers (taint gone, condition healthy, event). Faults of one GPU are 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 
-from shared.crds.names import GPU_FAULT_TAINT, GPU_HEALTHY_CONDITION
 from shared.events import subjects
 from shared.events.catalog import DomainMembershipChanged, NodeFault, NodeRecovered
 from shared.kube.models import Node
-from sim import control as simctl
+from tests.e2e import scenarios
+from tests.e2e.scenarios import gpu_healthy, taint_effect
 from tests.e2e.whole_system import EventTap, WholeSystem, running_whole_system
 from tests.support.wait import wait_for
 
@@ -39,37 +38,15 @@ async def system() -> AsyncIterator[WholeSystem]:
         yield running
 
 
-def taint_effect(node: Node) -> str | None:
-    return next((t.effect for t in node.spec.taints if t.key == GPU_FAULT_TAINT), None)
-
-
-def gpu_healthy(node: Node) -> str | None:
-    condition = node.condition(GPU_HEALTHY_CONDITION)
-    return None if condition is None else condition.status
-
-
-async def inject(system: WholeSystem, node: str, body: dict[str, object] | None) -> None:
-    await asyncio.to_thread(simctl.fault, system.state_dir, node, body, say=lambda _line: None)
-
-
 async def test_a_node_level_xid_replaces_the_pod_in_the_clique_and_the_node_recovers(
     system: WholeSystem,
 ) -> None:
-    await system.create_namespace(NAMESPACE)
-    # Smaller than a clique, so a healthy node of the same clique has room for the replacement.
-    await system.create_workload(NAMESPACE, NAME, replicas=4, gpus=4)
-    before = await system.wait_domain_ready(NAMESPACE, NAME, nodes=4)
-    pods = await system.wait_running(NAMESPACE, f"app={NAME}", 4)
-    clique = before.status.clique
-    victim = sorted(pod.spec.node_name for pod in pods)[0]
-    evicted = next(pod.metadata.name for pod in pods if pod.spec.node_name == victim)
-    assert gpu_healthy(await system.node(victim)) == "True"
-
     faults = await EventTap().start(system.nats_url, subjects.NODE_FAULT.wildcard())
     recoveries = await EventTap().start(system.nats_url, subjects.NODE_RECOVERED.wildcard())
     memberships = await EventTap().start(system.nats_url, subjects.DOMAIN_MEMBERSHIP.wildcard())
     try:
-        await inject(system, victim, {"kind": "xid", "gpu": 1, "xid": 74})
+        outcome = await scenarios.fatal_xid_replaced_in_clique(system, NAMESPACE, NAME)
+        victim = outcome.victim
 
         fault: NodeFault = await wait_for(
             lambda: next((e for e in faults.of_type(NodeFault) if e.node == victim), None),
@@ -83,14 +60,7 @@ async def test_a_node_level_xid_replaces_the_pod_in_the_clique_and_the_node_reco
             "fatal",
             "node",
         )
-        assert fault.clique == clique
-
-        async def tainted() -> Node | None:
-            node = await system.node(victim)
-            fatal = taint_effect(node) == "NoExecute" and gpu_healthy(node) == "False"
-            return node if fatal else None
-
-        await wait_for(tainted, timeout=60, interval=0.2, what="NoExecute taint, GpuHealthy False")
+        assert fault.clique == outcome.before.status.clique
 
         def degraded() -> DomainMembershipChanged | None:
             return next(
@@ -102,28 +72,13 @@ async def test_a_node_level_xid_replaces_the_pod_in_the_clique_and_the_node_reco
                 None,
             )
 
-        # The member's taint degrades the domain until the evicted pod's replacement runs; the
-        # replacement may be placed at once, so the membership event, which every change of
-        # phase publishes, shows it where a poll of the status could miss it.
+        # The member's taint degraded the domain until the evicted pod's replacement ran; the
+        # membership event, which every change of phase publishes, shows it where a poll of the
+        # status could miss it.
         seen = await wait_for(degraded, timeout=60, interval=0.1, what="domain Degraded event")
         assert seen.reason == "NodeFault"
 
-        replaced = await system.wait_running(NAMESPACE, f"app={NAME}", 4)
-        after = await system.wait_domain_ready(NAMESPACE, NAME, nodes=4)
-        names = {pod.metadata.name for pod in replaced}
-        assert evicted not in names
-        (replacement,) = [pod for pod in replaced if pod.metadata.name not in
-                          {p.metadata.name for p in pods}]  # fmt: skip
-        labels = await system.cliques()
-        assert replacement.spec.node_name != victim
-        assert labels[replacement.spec.node_name] == clique
-        assert {labels[pod.spec.node_name] for pod in replaced} == {clique}
-        assert (after.status.clique, after.status.channel) == (clique, before.status.channel)
-        assert victim not in {node.name for node in after.status.nodes}
-        # The replacement was placed while the fault still held: the node is still tainted.
-        assert taint_effect(await system.node(victim)) == "NoExecute"
-
-        await inject(system, victim, None)
+        await system.inject_fault(victim, None)
 
         async def recovered() -> Node | None:
             node = await system.node(victim)

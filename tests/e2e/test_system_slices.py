@@ -64,11 +64,11 @@ async def system() -> AsyncIterator[WholeSystem]:
         yield running
 
 
-def domain_yaml(name: str, gang: str = "", failover: str = "") -> str:
+def domain_yaml(name: str, gang: str = "", failover: str = "", *, version: str = "v1beta1") -> str:
     gang_block = f"\n  gang:\n    {gang}" if gang else ""
     failover_block = f"\n  failover:\n    {failover}" if failover else ""
     return f"""
-apiVersion: resource.nvidia.com/v1beta1
+apiVersion: resource.nvidia.com/{version}
 kind: ComputeDomain
 metadata:
   name: {name}
@@ -423,8 +423,11 @@ async def test_a_record_of_the_first_release_is_honoured_by_the_next_allocator(
         what="the stopped allocator gone",
     )  # fmt: skip
 
-    # A new domain that fills exactly what the old reservation leaves of the cluster.
-    await apply(system, namespace, domain_yaml("new"), deployment_yaml("new", replicas=28, gpus=2))
+    # A new domain that fills exactly what the old reservation leaves of the cluster, written
+    # as v1beta2 (the stored version): a v1beta1 write would need the conversion webhook, which
+    # the allocator that is starting again serves.
+    new = domain_yaml("new", version="v1beta2")
+    await apply(system, namespace, new, deployment_yaml("new", replicas=28, gpus=2))
     fresh = await system.wait_running(namespace, "app=new", 28)
 
     async def rewritten() -> Placement | None:

@@ -55,6 +55,7 @@ from shared.crds.names import (
     GPU_DRA_DRIVER,
     GPU_FAULT_TAINT,
     HOSTNAME_LABEL,
+    NUM_NODES_ANNOTATION,
     PLACEMENT_GATE,
 )
 from shared.events.base import Event
@@ -79,6 +80,7 @@ from sim.control.state import (
 )
 from sim.control.state import write_record as write_cdo_record
 from sim.control.up import node_ready
+from sim.kubeapi.releases import NEWEST_RELEASE
 from tests.e2e import contract, grants
 from tests.support.wait import wait_for
 
@@ -134,16 +136,19 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 def domain_object(
     name: str, *, num_nodes: int | None = None, gang: Mapping[str, int] | None = None
 ) -> dict[str, Any]:
-    """A ComputeDomain whose claim template is ``<name>-rct``; ``gang`` is cdo's spec.gang."""
+    """A ComputeDomain (the stored version, v1beta2) whose claim template is ``<name>-rct``;
+    ``num_nodes`` is v1beta1's spec.numNodes, kept in v1beta2 as NVIDIA keeps it (an
+    annotation); ``gang`` is cdo's spec.gang."""
     spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}}
-    if num_nodes is not None:
-        spec["numNodes"] = num_nodes
     if gang:
         spec["gang"] = dict(gang)
+    metadata: dict[str, Any] = {"name": name}
+    if num_nodes is not None:
+        metadata["annotations"] = {NUM_NODES_ANNOTATION: str(num_nodes)}
     return {
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "ComputeDomain",
-        "metadata": {"name": name},
+        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "kind": COMPUTE_DOMAINS.kind,
+        "metadata": metadata,
         "spec": spec,
     }
 
@@ -314,6 +319,10 @@ class WholeSystem:
         """Each clique's capacity as ``cdo status --json`` reads it from the NATS KV snapshots."""
         status = json.loads(await self.cdo("status", "--json"))
         return {entry["clique"]: entry for entry in status["cliques"]}
+
+    async def inject_fault(self, node: str, body: dict[str, object] | None) -> None:
+        """``cdo sim fault``: a fault into the node's simulated NVML (None clears them)."""
+        await asyncio.to_thread(simctl.fault, self.state_dir, node, body, say=lambda _line: None)
 
     async def create_namespace(self, name: str) -> None:
         await self.client.create(
@@ -658,10 +667,12 @@ async def running_whole_system(
     *,
     topology: Path | None = None,
     nats_auth: bool = False,
+    kubernetes_version: str = NEWEST_RELEASE,
 ) -> AsyncIterator[WholeSystem]:
     """Start everything with ``cdo sim up`` (about 15 s for the default 36 nodes) on
     ``topology`` (the default two racks when None), with NATS identities when ``nats_auth``
-    (``--nats-auth``); stop it and remove its files on exit."""
+    (``--nats-auth``), at Kubernetes ``kubernetes_version`` with its default gates and APIs;
+    stop it and remove its files on exit."""
     state_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-"))
     options = simctl.UpOptions(
         state_dir=state_dir,
@@ -673,6 +684,7 @@ async def running_whole_system(
         wait=True,
         timeout_s=180,
         nats_auth=nats_auth,
+        kubernetes_version=kubernetes_version,
     )
     lines: list[str] = []
     client: KubeClient | None = None

@@ -1,10 +1,12 @@
-"""The HTTPS server of the pod webhook, run by every replica, leader or not.
+"""The HTTPS server of the pod webhook and the ComputeDomain conversion webhook, run by every
+replica, leader or not.
 
 It answers ``POST /mutate-pods`` with an AdmissionReview. Until the caches it reads have synced
 it refuses pods (503) instead of admitting a domain's pod ungated; the API server reports that
-as a failed admission and the pod's workload controller tries again. The serving certificate
-comes from files (a mounted TLS Secret) and is read again when they change, so a renewed
-certificate is used without a restart.
+as a failed admission and the pod's workload controller tries again. It answers ``POST
+/convert`` with a ConversionReview (:mod:`.conversion`), from the request alone, caches synced
+or not. The serving certificate comes from files (a mounted TLS Secret) and is read again when
+they change, so a renewed certificate is used without a restart.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from services.clique_allocator.webhook.admission import (
     review_response,
 )
 from services.clique_allocator.webhook.configuration import WEBHOOK_PATH
+from services.clique_allocator.webhook.conversion import respond
 from services.clique_allocator.webhook.templates import LookupFailedError, TemplateClassifier
+from shared.crds.names import CONVERSION_PATH
 
 log = logging.getLogger("cdo.clique_allocator.webhook")
 
@@ -97,6 +101,14 @@ class WebhookServer:
             return web.Response(status=400, text=str(exc))
         return web.Response(body=await self.admit(review), content_type=_JSON)
 
+    async def convert(self, request: web.Request) -> web.Response:
+        """``POST /convert``: a ConversionReview of ComputeDomains."""
+        status, body, result = respond(await request.read())
+        self._metrics.conversions.labels(result).inc()
+        if status != 200:
+            return web.Response(status=status, body=body, content_type="text/plain")
+        return web.Response(body=body, content_type=_JSON)
+
     async def admit(self, review: AdmissionRequest) -> bytes:
         """The answer to one admission request."""
         uid = review.uid
@@ -127,6 +139,7 @@ class WebhookServer:
         certificate = CertificateFiles(self._settings.cert_file, self._settings.key_file)
         app = web.Application()
         app.router.add_post(WEBHOOK_PATH, self.handle)
+        app.router.add_post(CONVERSION_PATH, self.convert)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         try:
@@ -140,7 +153,10 @@ class WebhookServer:
             addresses = runner.addresses
             self.bound_port = int(addresses[0][1]) if addresses else self._settings.port
             self.serving = True
-            log.info("webhook serving", extra={"port": self.bound_port, "path": WEBHOOK_PATH})
+            log.info(
+                "webhook serving",
+                extra={"port": self.bound_port, "paths": [WEBHOOK_PATH, CONVERSION_PATH]},
+            )
             while True:
                 if self._settings.reload_s > 0:
                     await asyncio.sleep(self._settings.reload_s)

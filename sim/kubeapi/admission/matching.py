@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, selectors
-from sim.kubeapi.storage.resources import Obj, ResourceType
+from sim.kubeapi.storage.resources import Obj, ResourceType, WebhookConversionRequiredError
 from sim.kubeapi.storage.store import Store
 
 MUTATING = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
@@ -42,6 +43,8 @@ class AdmissionRequest:
     options: Obj | None = None
     user: dict[str, Any] = field(default_factory=lambda: dict(ADMIN_USER))
     warnings: list[str] = field(default_factory=list)
+    forms: dict[str, tuple[Obj | None, Obj | None]] = field(default_factory=dict)
+    """``obj`` and ``old`` in other versions (by apiVersion) a webhook converted them to."""
 
 
 class Configurations:
@@ -72,10 +75,36 @@ class Configurations:
 
 
 def convert(obj: Obj | None, source: ResourceType, target: ResourceType) -> Any:
-    """``obj`` (a copy) in ``target``'s version; None stays None."""
+    """``obj`` (a copy) in ``target``'s version, converted in process; None stays None."""
     if obj is None or source is target:
         return obj
     return target.from_storage(source.to_storage(codec.copy(obj)))
+
+
+def in_version(req: AdmissionRequest, target: ResourceType) -> tuple[Obj | None, Obj | None]:
+    """The request's object and old object in ``target``'s version (a matched equivalent
+    version); one a conversion webhook makes must have been prepared (``prepare_forms``)."""
+    if target is req.rt:
+        return req.obj, req.old
+    prepared = req.forms.get(target.api_version)
+    if prepared is not None:
+        return prepared
+    if target.webhook is not None:
+        raise WebhookConversionRequiredError(
+            f"admission of {req.rt.api_version} {req.rt.kind} as {target.api_version} was not "
+            "prepared"
+        )
+    return convert(req.obj, req.rt, target), convert(req.old, req.rt, target)
+
+
+async def prepare_forms(req: AdmissionRequest, target: ResourceType, conversion: Converter) -> None:
+    """Convert the request's objects to ``target``'s version through the CRD's webhook, once
+    per version, when a webhook or policy matched the request in that version."""
+    if target is req.rt or target.webhook is None or target.api_version in req.forms:
+        return
+    obj = await conversion.converted(codec.copy(req.obj), target) if req.obj is not None else None
+    old = await conversion.converted(codec.copy(req.old), target) if req.old is not None else None
+    req.forms[target.api_version] = (obj, old)
 
 
 def request_body(
@@ -115,8 +144,7 @@ def request_body(
         body["subResource"] = req.subresource
         body["requestSubResource"] = req.subresource
     if include_objects:
-        body["object"] = convert(req.obj, req.rt, target)
-        body["oldObject"] = convert(req.old, req.rt, target)
+        body["object"], body["oldObject"] = in_version(req, target)
     if include_objects if include_options is None else include_options:
         body["options"] = req.options
     return body

@@ -43,11 +43,13 @@ from sim.kubeapi.admission.matching import (
     WEBHOOK_STORAGES,
     AdmissionRequest,
     Configurations,
-    convert,
+    in_version,
+    prepare_forms,
     request_body,
     rule_matches,
     selectors_match,
 )
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import errors
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
 from sim.kubeapi.validation import policy_cel
@@ -206,10 +208,12 @@ class PolicyEnforcer:
         *,
         configurations: Configurations,
         registry: Registry,
+        conversion: Converter,
         namespace_labels: Callable[[str], dict[str, str] | None],
         audit_limit: int = 1000,
     ) -> None:
         self.configurations = configurations
+        self.conversion = conversion
         self.store = configurations.store
         self.registry = registry
         self.namespace_labels = namespace_labels
@@ -239,7 +243,7 @@ class PolicyEnforcer:
             "status": namespace.get("status") or {},
         }
 
-    def validate(self, req: AdmissionRequest) -> None:
+    async def validate(self, req: AdmissionRequest) -> None:
         """Apply every bound policy to ``req``: raise the first denial, add warnings to
         ``req.warnings`` and audit records to ``audit_records``."""
         if req.rt.storage in EXEMPT_STORAGES or not self.active():
@@ -260,6 +264,7 @@ class PolicyEnforcer:
             )
             if target is None:
                 continue
+            await prepare_forms(req, target, self.conversion)
             activation = self._activation(req, spec, target)
             for binding in bindings[name]:
                 error = self._apply(req, policy, binding, activation)
@@ -272,9 +277,10 @@ class PolicyEnforcer:
         self, req: AdmissionRequest, spec: Obj, target: ResourceType
     ) -> policy_cel.Activation:
         """One request's CEL inputs for one policy (converted only when read)."""
+        obj, old = in_version(req, target)
         inputs = {
-            "object": convert(req.obj, req.rt, target),
-            "oldObject": convert(req.old, req.rt, target),
+            "object": obj,
+            "oldObject": old,
             "request": request_variable(req, target),
             "params": None,
             "namespaceObject": self._namespace_object(req),

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ssl
 from collections.abc import Callable
 from typing import Any
-
-import aiohttp
 
 from sim.kubeapi.admission.matching import (
     ADMIN_USER,
@@ -32,51 +29,53 @@ from sim.kubeapi.admission.matching import (
     AdmissionRequest,
     Configurations,
     convert,
+    in_version,
+    prepare_forms,
     request_body,
     rule_matches,
     selectors_match,
 )
 from sim.kubeapi.admission.policies import PolicyEnforcer
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.patches.failures import PatchError
 from sim.kubeapi.patches.json_patch import json_patch
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
 from sim.kubeapi.storage.store import Store
 from sim.kubeapi.validation import cel
+from sim.kubeapi.webhookclient.client import CallFailedError, WebhookClient
 
 __all__ = ["ADMIN_USER", "AdmissionRequest", "Dispatcher"]
 
 
 class Dispatcher:
-    """Finds and calls webhooks; owns one HTTP client session."""
+    """Finds and calls webhooks, through the server's one webhook client."""
 
     def __init__(
         self,
         *,
         store: Store,
         registry: Registry,
-        service_hosts: dict[str, str],
+        client: WebhookClient,
+        conversion: Converter,
         namespace_labels: Callable[[str], dict[str, str] | None],
     ) -> None:
         self.store = store
         self.registry = registry
-        self.service_hosts = service_hosts
+        self.client = client
+        self.conversion = conversion
         self.namespace_labels = namespace_labels
-        self._session: aiohttp.ClientSession | None = None
-        self._ssl_cache: dict[bytes, ssl.SSLContext] = {}
         # Webhook configurations change rarely and every write is checked against them: they
         # are decoded once per version, and which resource type a hook's rules pick for a
         # request's (type, operation, subresource) is remembered for that version.
         self.configurations = Configurations(store)
         self.policies = PolicyEnforcer(
-            configurations=self.configurations, registry=registry, namespace_labels=namespace_labels
+            configurations=self.configurations,
+            registry=registry,
+            conversion=conversion,
+            namespace_labels=namespace_labels,
         )
         self._targets: dict[tuple[int, int, int, str, str], ResourceType | None] = {}
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     def _configurations(self, storage: str) -> list[Obj]:
         """The configurations stored in ``storage``; treat them as read-only."""
@@ -94,7 +93,7 @@ class Dispatcher:
             return req.obj
         for config in self._configurations(MUTATING):
             for hook in config.get("webhooks") or ():
-                target = self._matching_type(hook, req)
+                target = await self._matching_type(hook, req)
                 if target is None:
                     continue
                 response = await self._call(hook, req, target)
@@ -109,13 +108,17 @@ class Dispatcher:
                         )
                     try:
                         ops = codec.decode(base64.b64decode(patch))
-                        patched = json_patch(convert(req.obj, req.rt, target), ops)
+                        patched = json_patch(codec.copy(in_version(req, target)[0]), ops)
                     except (PatchError, ValueError) as exc:
                         raise errors.internal_error(
                             f'failed calling webhook "{hook.get("name")}": JSON patch could '
                             f"not be applied: {exc}"
                         ) from None
-                    req.obj = convert(patched, target, req.rt)
+                    if target.webhook is not None and target is not req.rt:
+                        req.obj = await self.conversion.converted(patched, req.rt)
+                    else:
+                        req.obj = convert(patched, target, req.rt)
+                    req.forms.clear()
         return req.obj
 
     def validating(self) -> bool:
@@ -125,13 +128,13 @@ class Dispatcher:
     async def validate(self, req: AdmissionRequest) -> None:
         """Validating admission: the bound ValidatingAdmissionPolicies, then the validating
         webhooks (the real server's plugin order)."""
-        self.policies.validate(req)
+        await self.policies.validate(req)
         if req.rt.storage in WEBHOOK_STORAGES:
             return
         calls = []
         for config in self._configurations(VALIDATING):
             for hook in config.get("webhooks") or ():
-                target = self._matching_type(hook, req)
+                target = await self._matching_type(hook, req)
                 if target is not None:
                     calls.append(self._call(hook, req, target))
         if calls:
@@ -143,7 +146,7 @@ class Dispatcher:
 
     # -- matching -------------------------------------------------------------------------------
 
-    def _matching_type(self, hook: Obj, req: AdmissionRequest) -> ResourceType | None:
+    async def _matching_type(self, hook: Obj, req: AdmissionRequest) -> ResourceType | None:
         # Hook dicts live as long as their cached version and types as long as the registry's
         # generation, so their ids stay theirs.
         key = (id(hook), self.registry.generation, id(req.rt), req.operation, req.subresource)
@@ -155,6 +158,7 @@ class Dispatcher:
             return None
         if not self._selectors_match(hook, req):
             return None
+        await prepare_forms(req, target, self.conversion)
         if not self._conditions_match(hook, req, target):
             return None
         return target
@@ -184,9 +188,10 @@ class Dispatcher:
         conditions = hook.get("matchConditions") or []
         if not conditions:
             return True
+        obj, old = in_version(req, target)
         activation = {
-            "object": convert(req.obj, req.rt, target) if req.obj is not None else None,
-            "oldObject": convert(req.old, req.rt, target) if req.old is not None else None,
+            "object": obj,
+            "oldObject": old,
             "request": request_body(req, target, include_objects=False),
         }
         for condition in conditions:
@@ -206,35 +211,10 @@ class Dispatcher:
 
     # -- calling --------------------------------------------------------------------------------
 
-    def _ssl(self, bundle: str | None) -> ssl.SSLContext:
-        raw = base64.b64decode(bundle) if bundle else b""
-        cached = self._ssl_cache.get(raw)
-        if cached is None:
-            cached = ssl.create_default_context()
-            if raw:
-                cached = ssl.create_default_context(cadata=raw.decode())
-            self._ssl_cache[raw] = cached
-        return cached
-
-    def _endpoint(self, client: Obj) -> tuple[str, str | None]:
-        url = client.get("url")
-        if url:
-            return str(url), None
-        service = client.get("service") or {}
-        ns, name = service.get("namespace", ""), service.get("name", "")
-        port = service.get("port", 443)
-        path = service.get("path") or "/"
-        host = f"{name}.{ns}.svc"
-        address = self.service_hosts.get(f"{ns}/{name}")
-        if address is None:
-            return f"https://{host}:{port}{path}", host
-        return f"https://{address}{path}", host
-
     async def _call(self, hook: Obj, req: AdmissionRequest, target: ResourceType) -> Obj | None:
         name = hook.get("name", "")
         ignore = hook.get("failurePolicy", "Fail") == "Ignore"
         client = hook.get("clientConfig") or {}
-        url, server_name = self._endpoint(client)
         review_request = request_body(req, target)
         review = {
             "apiVersion": "admission.k8s.io/v1",
@@ -242,33 +222,23 @@ class Dispatcher:
             "request": review_request,
         }
         uid = review_request["uid"]
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        timeout = aiohttp.ClientTimeout(total=float(hook.get("timeoutSeconds", 10)))
+        endpoint = self.client.endpoint(client)
         try:
-            async with self._session.post(
-                url,
-                data=codec.encode(review),
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
-                ssl=self._ssl(client.get("caBundle")),
-                server_hostname=server_name,
-                timeout=timeout,
-            ) as resp:
-                body = await resp.read()
-                if resp.status != 200:
-                    raise ValueError(f"the server responded with the status code {resp.status}")
-            answer = codec.decode(body)
+            answer = await self.client.post(
+                client, endpoint, review, timeout_s=float(hook.get("timeoutSeconds", 10))
+            )
             response = answer.get("response") if isinstance(answer, dict) else None
             if not isinstance(response, dict):
-                raise ValueError("webhook response was absent")
+                raise CallFailedError(endpoint.shown, "webhook response was absent")
             if response.get("uid") != uid:
-                raise ValueError(f"expected response.uid={uid!r}, got {response.get('uid')!r}")
-        except (aiohttp.ClientError, TimeoutError, ValueError, OSError) as exc:
+                raise CallFailedError(
+                    endpoint.shown, f"expected response.uid={uid!r}, got {response.get('uid')!r}"
+                )
+        except CallFailedError as exc:
             if ignore:
                 return None
-            reason = "context deadline exceeded" if isinstance(exc, TimeoutError) else str(exc)
             raise errors.internal_error(
-                f'failed calling webhook "{name}": failed to call webhook: Post "{url}": {reason}'
+                f'failed calling webhook "{name}": failed to call webhook: {exc}'
             ) from None
         req.warnings.extend(str(w) for w in response.get("warnings") or ())
         if not response.get("allowed"):

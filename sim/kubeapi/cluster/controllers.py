@@ -270,7 +270,7 @@ class Controllers:
             current = self.store.bucket(rt.storage).get(entry.namespace, entry.name)
             if current is None or current.uid != entry.uid:
                 return
-            obj = rt.from_storage(current.obj())
+            obj = await self.engine.conversion.served(rt, current.obj())
             if not change(obj):
                 return
             try:

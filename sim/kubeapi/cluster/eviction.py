@@ -79,7 +79,7 @@ async def _mark_disruption_target(
 ) -> None:
     """The ``DisruptionTarget`` condition the real server sets before it deletes the pod."""
     for _ in range(MAX_RETRIES):
-        obj = engine.read(rt, namespace, name)
+        obj = await engine.read(rt, namespace, name)
         status = obj.setdefault("status", {})
         kept = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
         kept.append(

@@ -110,7 +110,7 @@ async def serve(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
             await runner.cleanup()
-            await api.engine.admission.close()
+            await api.engine.webhooks.close()
             if api.data_dir is not None:
                 api.data_dir.journal.close()
 

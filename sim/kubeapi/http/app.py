@@ -37,11 +37,17 @@ from sim.kubeapi.machinery.query import (
     parse_duration,
 )
 from sim.kubeapi.reads import tables
-from sim.kubeapi.reads.listing import Representation, list_objects, render_list
+from sim.kubeapi.reads.listing import (
+    Representation,
+    list_objects,
+    render_list,
+    served_by_webhook,
+)
 from sim.kubeapi.reads.watch import WatchSettings, serve_watch
 from sim.kubeapi.storage.datadir import SERVICE_ACCOUNT_KEY, DataDir
 from sim.kubeapi.storage.resources import Registry, ResourceType
 from sim.kubeapi.storage.store import Event, Store
+from sim.kubeapi.validation import builtin_schemas
 from sim.kubeapi.writes import scale
 from sim.kubeapi.writes.engine import Engine
 from sim.kubeapi.writes.options import CRD_STORAGE, DeleteOptions, Result, WriteOptions
@@ -57,10 +63,13 @@ class ApiServer:
 
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config or ServerConfig()
+        self.release = self.config.release()
         self.store = Store(window=self.config.watch_window)
         self.registry = Registry()
-        register_builtins(self.registry)
-        self.engine = Engine(config=self.config, store=self.store, registry=self.registry)
+        register_builtins(self.registry, self.release)
+        self.engine = Engine(
+            config=self.config, store=self.store, registry=self.registry, release=self.release
+        )
         self.data_dir = DataDir(Path(self.config.data_dir)) if self.config.data_dir else None
         signer = None
         if self.data_dir is not None:
@@ -172,7 +181,7 @@ class ApiServer:
         if path in HEALTH_PATHS or path.startswith(tuple(p + "/" for p in HEALTH_PATHS)):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version" or path == "/version/":
-            return json_response(discovery.version_info(self.config))
+            return json_response(discovery.version_info(self.release))
         if path.rstrip("/") == "/api":
             return json_response(discovery.api_versions(request.host))
         if path.rstrip("/") == "/apis":
@@ -212,7 +221,8 @@ class ApiServer:
                         self.registry,
                         group,
                         version,
-                        server_version=discovery.version_info(self.config)["gitVersion"],
+                        schemas=builtin_schemas.load(self.release.minor),
+                        server_version=discovery.version_info(self.release)["gitVersion"],
                     )
                     if doc is not None:
                         cached = codec.encode(doc)
@@ -268,7 +278,7 @@ class ApiServer:
         if method == "GET":
             if name is None:
                 return await self._list(request, rt, namespace, rep, watch=is_watch)
-            obj = self.engine.read(rt, namespace or "", name)
+            obj = await self.engine.read(rt, namespace or "", name)
             return self._object_response(rt, obj, rep)
         opts = self._write_options(request)
         if method == "POST" and self.access.serves(info):
@@ -361,7 +371,7 @@ class ApiServer:
         if name is None:
             raise errors.path_not_found()
         if request.method == "GET":
-            return json_response(scale.read(self.engine, rt, namespace, name))
+            return json_response(await scale.read(self.engine, rt, namespace, name))
         opts = self._write_options(request)
         if request.method == "PUT":
             body = await request_body(request)
@@ -437,9 +447,16 @@ class ApiServer:
                 content_type=content_type(rep),
                 settings=self.watch_settings,
                 force_expired=self.faults.take_expired_watch(rt.plural),
+                conversion=self.engine.conversion,
             )
         body = await list_objects(
-            self.store, rt, namespace, opts, rep, too_large_wait=self.config.too_large_rv_wait_s
+            self.store,
+            rt,
+            namespace,
+            opts,
+            rep,
+            too_large_wait=self.config.too_large_rv_wait_s,
+            conversion=self.engine.conversion,
         )
         return json_response(body, content_type=content_type(rep))
 
@@ -471,7 +488,10 @@ class ApiServer:
                     continue
                 raise
             deleted.append(entry)
-        body = render_list(rt, deleted, {"resourceVersion": str(self.store.rv)}, Representation())
+        served = await served_by_webhook(self.engine.conversion, rt, deleted)
+        body = render_list(
+            rt, deleted, {"resourceVersion": str(self.store.rv)}, Representation(), served=served
+        )
         return json_response(body)
 
     # -- request parts --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import base64
 import hashlib
 from typing import Any
 
-from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.releases import Release
 from sim.kubeapi.storage.resources import Registry, ResourceType
 
 SUBRESOURCE_VERBS = {
@@ -34,13 +34,15 @@ SUBRESOURCE_GROUPS = {
 """Subresources whose kind lives in another group (the real discovery names it)."""
 
 
-def version_info(config: ServerConfig) -> dict[str, Any]:
+def version_info(release: Release) -> dict[str, Any]:
+    """``/version`` of the release (``kubectl version`` prints its gitVersion)."""
+    minor = str(release.minor)
     return {
-        "major": config.version_major,
-        "minor": config.version_minor,
-        "emulationMajor": config.version_major,
-        "emulationMinor": config.version_minor,
-        "gitVersion": f"v{config.version_major}.{config.version_minor}.0-cdo.sim",
+        "major": "1",
+        "minor": minor,
+        "emulationMajor": "1",
+        "emulationMinor": minor,
+        "gitVersion": f"v1.{minor}.0-cdo.sim",
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",

@@ -208,12 +208,18 @@ def _paths_for(rt: ResourceType, schema_name: str) -> dict[str, Any]:
 
 
 def gv_document(
-    registry: Registry, group: str, version: str, *, server_version: str
+    registry: Registry,
+    group: str,
+    version: str,
+    *,
+    server_version: str,
+    schemas: builtin_schemas.BuiltinSchemas,
 ) -> dict[str, Any] | None:
+    """The OpenAPI v3 document of one group version, from the published ``schemas`` of the
+    emulated release."""
     types = registry.resources(group, version)
     if not types:
         return None
-    schemas = builtin_schemas.load()
     definitions = schemas.definitions
     roots = [OBJECT_META, PATCH, STATUS]
     components: dict[str, Any] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sim.kubeapi.kinds import (
     admissionpolicies,
     apiextensions,
@@ -16,7 +18,15 @@ from sim.kubeapi.kinds import (
     rbac,
     webhooks,
 )
-from sim.kubeapi.storage.resources import ALL_VERBS, Converter, Registry, ResourceType, Strategy
+from sim.kubeapi.releases import Release
+from sim.kubeapi.storage.resources import (
+    ALL_VERBS,
+    Converter,
+    Registry,
+    ResourceType,
+    Strategy,
+    version_priority,
+)
 from sim.kubeapi.validation import builtin_schemas
 
 
@@ -53,21 +63,18 @@ def _rt(
         categories=categories,
         verbs=verbs,
         subresources=subresources,
-        schema=builtin_schemas.load().schema(group, version, kind),
         converter=converter or Converter(),
     )
 
 
-def register_builtins(registry: Registry) -> None:
-    """Add every built-in resource type to ``registry``."""
+def register_builtins(registry: Registry, release: Release | None = None) -> None:
+    """Add every built-in resource type ``release`` serves (the newest by default) to
+    ``registry``."""
+    release = release or Release.of()
+    schemas = builtin_schemas.load(release.minor)
     namespace_verbs = tuple(v for v in ALL_VERBS if v != "deletecollection")
     pod = core.PodStrategy()
     event = core.EventStrategy()
-    claim = dra.ResourceClaimStrategy()
-    template = dra.ResourceClaimTemplateStrategy()
-    device_class = dra.DeviceClassStrategy()
-    slice_ = dra.ResourceSliceStrategy()
-    taint_rule = devicetaints.DeviceTaintRuleStrategy()
     builtin = [
         _rt(
             "",
@@ -257,72 +264,85 @@ def register_builtins(registry: Registry) -> None:
             namespaced=False,
             categories=("api-extensions",),
         ),
-        _rt(
-            "resource.k8s.io", "v1", "deviceclasses", "DeviceClass", device_class, namespaced=False
-        ),
-        _rt("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", claim),
-        _rt("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", template),
-        _rt("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", slice_, namespaced=False),
-        _rt(
-            "resource.k8s.io",
-            "v1",
-            "devicetaintrules",
-            "DeviceTaintRule",
-            taint_rule,
-            namespaced=False,
-        ),
-        _rt(
-            "resource.k8s.io",
-            "v1beta2",
-            "devicetaintrules",
-            "DeviceTaintRule",
-            taint_rule,
-            namespaced=False,
-            storage_version="v1",
-        ),
-        _rt(
-            "resource.k8s.io",
-            "v1beta1",
-            "deviceclasses",
-            "DeviceClass",
-            device_class,
-            namespaced=False,
-            storage_version="v1",
-        ),
-        _rt(
-            "resource.k8s.io",
-            "v1beta1",
-            "resourceclaims",
-            "ResourceClaim",
-            claim,
-            storage_version="v1",
-            converter=dra.CLAIM_V1BETA1,
-        ),
-        _rt(
-            "resource.k8s.io",
-            "v1beta1",
-            "resourceclaimtemplates",
-            "ResourceClaimTemplate",
-            template,
-            storage_version="v1",
-            converter=dra.TEMPLATE_V1BETA1,
-        ),
-        _rt(
-            "resource.k8s.io",
-            "v1beta1",
-            "resourceslices",
-            "ResourceSlice",
-            slice_,
-            namespaced=False,
-            storage_version="v1",
-            converter=dra.SLICE_V1BETA1,
-        ),
     ]
     builtin.extend(_review_types())
+    builtin.extend(_dra_types(release))
     for rt in builtin:
-        registry.add(rt, preferred=rt.version == rt.storage_version and rt.group != "events.k8s.io")
-    registry.set_preferred("resource.k8s.io", "v1")
+        registry.add(
+            _with_schema(rt, schemas),
+            preferred=rt.version == rt.storage_version and rt.group != "events.k8s.io",
+        )
     registry.set_preferred("events.k8s.io", "v1")
+    dra_versions = registry.versions(DRA)
+    if dra_versions:
+        registry.set_preferred(DRA, min(dra_versions, key=version_priority))
+
+
+def _with_schema(rt: ResourceType, schemas: builtin_schemas.BuiltinSchemas) -> ResourceType:
+    """The type with the published schema of its kind at the emulated release."""
+    return dataclasses.replace(rt, schema=schemas.schema(rt.group, rt.version, rt.kind))
+
+
+DRA = "resource.k8s.io"
+SAME_SHAPE_AS_V1 = ("v1", "v1beta2", "v1alpha3")
+"""DRA versions whose objects have v1's shape; the stored version is the first served one."""
+
+
+def _dra_types(release: Release) -> list[ResourceType]:
+    """The ``resource.k8s.io`` types the release serves (:mod:`sim.kubeapi.releases.apis`).
+
+    Objects are stored in v1's shape whatever version is served; v1beta1 converts (see
+    :mod:`sim.kubeapi.kinds.dra`), the others have v1's shape. Before 1.35 a DeviceTaintRule
+    has no status (KEP-5055 added it)."""
+    taint_rule = (
+        devicetaints.DeviceTaintRuleStrategy()
+        if release.minor >= devicetaints.STATUS_SINCE
+        else devicetaints.StatuslessDeviceTaintRuleStrategy()
+    )
+    kinds: list[tuple[str, str, Strategy, bool, dict[str, Converter]]] = [
+        ("deviceclasses", "DeviceClass", dra.DeviceClassStrategy(), False, {}),
+        (
+            "resourceclaims",
+            "ResourceClaim",
+            dra.ResourceClaimStrategy(),
+            True,
+            {"v1beta1": dra.CLAIM_V1BETA1},
+        ),
+        (
+            "resourceclaimtemplates",
+            "ResourceClaimTemplate",
+            dra.ResourceClaimTemplateStrategy(),
+            True,
+            {"v1beta1": dra.TEMPLATE_V1BETA1},
+        ),
+        (
+            "resourceslices",
+            "ResourceSlice",
+            dra.ResourceSliceStrategy(),
+            False,
+            {"v1beta1": dra.SLICE_V1BETA1},
+        ),
+        ("devicetaintrules", "DeviceTaintRule", taint_rule, False, {}),
+    ]
+    out: list[ResourceType] = []
+    for plural, kind, strategy, namespaced, converters in kinds:
+        versions = release.served_versions(DRA, plural)
+        stored = next((v for v in SAME_SHAPE_AS_V1 if v in versions), "v1")
+        out.extend(
+            _rt(
+                DRA,
+                version,
+                plural,
+                kind,
+                strategy,
+                namespaced=namespaced,
+                storage_version=stored,
+                storage=f"{DRA}/{plural}",
+                converter=converters.get(version),
+            )
+            for version in sorted(versions, key=version_priority)
+        )
+    return out
 
 
 REVIEWS = (

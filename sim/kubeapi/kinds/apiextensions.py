@@ -9,6 +9,7 @@ resources are pruned, defaulted and validated against their version's schema.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from sim.kubeapi.kinds.common import ensure, get
 from sim.kubeapi.machinery import codec, errors, jsonpath, names
@@ -20,6 +21,7 @@ from sim.kubeapi.storage.resources import (
     ResourceType,
     ScalePaths,
     Strategy,
+    WebhookConversion,
     version_priority,
 )
 from sim.kubeapi.validation import cel
@@ -40,6 +42,10 @@ BLOCKING = frozenset(
     }
 )
 SCOPES = ("Cluster", "Namespaced")
+CONVERSION_STRATEGIES = ("None", "Webhook")
+REVIEW_VERSIONS = ("v1", "v1beta1")
+"""ConversionReview versions the server speaks; a Webhook CRD must accept one of them."""
+NOT_WEBHOOK = "should not be set when strategy is not set to Webhook"
 TYPES = ("array", "boolean", "integer", "number", "object", "string")
 
 
@@ -72,7 +78,10 @@ class CRDStrategy(Strategy):
         if isinstance(kind, str) and kind:
             names_.setdefault("singular", kind.lower())
             names_.setdefault("listKind", f"{kind}List")
-        spec.setdefault("conversion", {"strategy": "None"})
+        conversion = spec.setdefault("conversion", {"strategy": "None"})
+        service = get(conversion, "webhook", "clientConfig", "service")
+        if isinstance(service, dict):
+            service.setdefault("port", 443)
 
     def prepare_create(self, obj: Obj) -> None:
         finalizers = ensure(obj, "metadata").setdefault("finalizers", [])
@@ -141,6 +150,7 @@ class CRDStrategy(Strategy):
         if scope not in SCOPES:
             out.append(errors.not_supported("spec.scope", scope, SCOPES))
         out.extend(self._validate_versions(spec.get("versions")))
+        out.extend(_conversion_errors(spec.get("conversion")))
         return out
 
     def _validate_versions(self, versions: Any) -> list[FieldError]:
@@ -241,6 +251,110 @@ class CRDStrategy(Strategy):
                 columns.CREATED_DESCRIPTION,
             ),
         ]
+
+
+def _conversion_errors(conversion: Any) -> list[FieldError]:
+    """``spec.conversion``, with the paths of the server's internal version, as upstream
+    reports them (``spec.conversion.webhookClientConfig``, ``.conversionReviewVersions``)."""
+    if not isinstance(conversion, dict):
+        return []
+    path = "spec.conversion"
+    strategy = conversion.get("strategy")
+    webhook = conversion.get("webhook")
+    webhook = webhook if isinstance(webhook, dict) else None
+    client = webhook.get("clientConfig") if webhook is not None else None
+    versions = webhook.get("conversionReviewVersions") if webhook is not None else None
+    if not strategy:
+        out = [errors.required(f"{path}.strategy")]
+    elif strategy not in CONVERSION_STRATEGIES:
+        out = [errors.not_supported(f"{path}.strategy", strategy, CONVERSION_STRATEGIES)]
+    else:
+        out = []
+    if strategy != "Webhook":
+        if isinstance(client, dict):
+            out.append(errors.forbidden(f"{path}.webhookClientConfig", NOT_WEBHOOK))
+        if versions:
+            out.append(errors.forbidden(f"{path}.conversionReviewVersions", NOT_WEBHOOK))
+        return out
+    if not isinstance(client, dict):
+        out.append(
+            errors.required(
+                f"{path}.webhookClientConfig", "required when strategy is set to Webhook"
+            )
+        )
+    else:
+        out.extend(_client_config_errors(client, f"{path}.webhookClientConfig"))
+    out.extend(_review_version_errors(versions, f"{path}.conversionReviewVersions"))
+    return out
+
+
+def _client_config_errors(client: dict[str, Any], path: str) -> list[FieldError]:
+    """Exactly one of ``url`` (https, with a host, no user, query or fragment) and
+    ``service`` (name, namespace, a path from ``/``, a port in 1-65535)."""
+    url, service = client.get("url"), client.get("service")
+    if (url is None) == (service is None):
+        return [errors.required(path, "exactly one of url or service is required")]
+    if url is not None:
+        parsed = urlsplit(str(url))
+        problems = [
+            (parsed.scheme != "https", "'https' is the only allowed URL scheme"),
+            (not parsed.hostname, "host must be specified"),
+            (bool(parsed.username), "user information is not permitted in the URL"),
+            (bool(parsed.fragment), "fragments are not permitted in the URL"),
+            (bool(parsed.query), "query parameters are not permitted in the URL"),
+        ]
+        return [errors.invalid(f"{path}.url", url, why) for bad, why in problems if bad]
+    out: list[FieldError] = []
+    spath = f"{path}.service"
+    if not isinstance(service, dict):
+        return [errors.required(spath, "")]
+    for key in ("name", "namespace"):
+        if not service.get(key):
+            out.append(errors.required(f"{spath}.{key}", "service " + key + " is required"))
+    route = service.get("path")
+    if route is not None and not str(route).startswith("/"):
+        out.append(errors.invalid(f"{spath}.path", route, "must start with a '/'"))
+    port = service.get("port", 443)
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        out.append(
+            errors.invalid(
+                f"{spath}.port", port, "port is not valid: must be between 1 and 65535, inclusive"
+            )
+        )
+    return out
+
+
+def _review_version_errors(versions: Any, path: str) -> list[FieldError]:
+    if not versions:
+        return [errors.required(path)]
+    out: list[FieldError] = []
+    seen: set[str] = set()
+    for i, version in enumerate(versions):
+        if version in seen:
+            out.append(errors.invalid(f"{path}[{i}]", version, "duplicate version"))
+            continue
+        seen.add(version)
+        for problem in names.dns1123_label(str(version)):
+            out.append(errors.invalid(f"{path}[{i}]", version, problem))
+    if not seen & set(REVIEW_VERSIONS):
+        out.append(
+            errors.invalid(
+                path, versions, f"must include at least one of {', '.join(REVIEW_VERSIONS)}"
+            )
+        )
+    return out
+
+
+def webhook_conversion(crd: Obj) -> WebhookConversion | None:
+    """The conversion webhook of a (valid) CRD with ``strategy: Webhook``."""
+    conversion = get(crd, "spec", "conversion") or {}
+    if conversion.get("strategy") != "Webhook":
+        return None
+    webhook = conversion.get("webhook") or {}
+    return WebhookConversion(
+        client_config=codec.copy(webhook.get("clientConfig") or {}),
+        review_versions=tuple(webhook.get("conversionReviewVersions") or ()),
+    )
 
 
 def _structural_errors(node: Any, path: str, *, root: bool = False) -> list[FieldError]:
@@ -380,6 +494,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
     group = spec["group"]
     plural = names_["plural"]
     stored = storage_version(crd)
+    webhook = webhook_conversion(crd)
     out = []
     for version in spec.get("versions") or ():
         if not version.get("served", True):
@@ -417,6 +532,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
                 + (("scale",) if paths is not None else ()),
                 scale=paths,
                 schema=schema,
+                webhook=webhook,
                 custom=True,
                 crd_name=crd["metadata"]["name"],
                 printer_columns=tuple(columns.printer_column(c) for c in printer_specs),

@@ -7,7 +7,8 @@ when it is missing, and in a DeviceTaintRule also when an update changes the eff
 the old time, as kube-apiserver does. A DeviceTaintRule is cluster-scoped: ``spec.taint`` is
 required, ``spec.deviceSelector`` (``driver``, ``pool``, ``device``, all optional) picks the
 devices; without a selector it matches none, an empty one matches all. ``status`` holds
-conditions written by the eviction controller. Stored as v1, also served as v1beta2.
+conditions written by the eviction controller (since 1.35; before, a rule has no status).
+Which versions are served depends on the release (:mod:`sim.kubeapi.releases.apis`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from sim.kubeapi.storage import columns
 from sim.kubeapi.storage.resources import Column, Obj, Strategy
 
 TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
+STATUS_SINCE = 35
+"""The release whose DeviceTaintRule got ``status`` (KEP-5055's revised alpha)."""
 MAX_TAINTS_PER_DEVICE = 16
 
 
@@ -127,3 +130,12 @@ class DeviceTaintRuleStrategy(Strategy):
             ),
             columns.age_column(),
         ]
+
+
+class StatuslessDeviceTaintRuleStrategy(DeviceTaintRuleStrategy):
+    """A DeviceTaintRule before 1.35: no status, no status subresource."""
+
+    status_subresource = False
+
+    def initial_status(self, obj: Obj) -> Any:
+        return None

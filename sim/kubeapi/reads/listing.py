@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.machinery.query import ListOptions, parse_rv
 from sim.kubeapi.reads import tables
-from sim.kubeapi.storage.resources import ResourceType
+from sim.kubeapi.storage.resources import Obj, ResourceType
 from sim.kubeapi.storage.store import Entry, Key, Store
 
 CONTINUE_EXPIRED = (
@@ -94,6 +95,7 @@ async def list_objects(
     rep: Representation,
     *,
     too_large_wait: float,
+    conversion: Converter,
 ) -> bytes:
     bucket = store.bucket(rt.storage)
     limit = opts.limit
@@ -145,19 +147,46 @@ async def list_objects(
             if live:
                 remaining = bucket.count_after(namespace, page[-1].key)
             list_meta["remainingItemCount"] = remaining
-    return render_list(rt, page, list_meta, rep)
+    served = await served_by_webhook(conversion, rt, page)
+    return render_list(rt, page, list_meta, rep, served=served)
+
+
+async def served_by_webhook(
+    conversion: Converter, rt: ResourceType, page: list[Entry]
+) -> list[Obj] | None:
+    """The page in ``rt``'s version when the CRD's webhook must convert some of it (each item
+    in a ConversionReview of its own, as kube-apiserver decodes them); None otherwise."""
+    if rt.webhook is None or all(entry.api_version == rt.api_version for entry in page):
+        return None
+    return [await conversion.served(rt, entry.obj()) for entry in page]
+
+
+def _stored_as_served(rt: ResourceType, page: list[Entry]) -> bool:
+    """Whether the stored bytes are the served items as they are: a built-in kind listed in
+    its stored version, or custom resources all stored in the version listed."""
+    if not rt.custom:
+        return rt.is_storage
+    return all(entry.api_version == rt.api_version for entry in page)
 
 
 def render_list(
-    rt: ResourceType, page: list[Entry], list_meta: dict[str, Any], rep: Representation
+    rt: ResourceType,
+    page: list[Entry],
+    list_meta: dict[str, Any],
+    rep: Representation,
+    *,
+    served: list[Obj] | None = None,
 ) -> bytes:
+    """The list body; ``served`` holds the items already in ``rt``'s version when a
+    conversion webhook made them (``served_by_webhook``)."""
     if rep.kind == "table":
-        objs = [rt.from_storage(e.obj()) for e in page]
+        objs = served if served is not None else [rt.from_storage(e.obj()) for e in page]
         body = tables.table(rt, objs, include_object=rep.include_object, list_meta=list_meta)
         body["apiVersion"] = f"meta.k8s.io/{rep.table_version}"
         return codec.encode(body)
     if rep.kind == "metadata":
-        items = [tables.partial_metadata(e.obj()) for e in page]
+        sources = served if served is not None else [e.obj() for e in page]
+        items = [tables.partial_metadata(obj) for obj in sources]
         return codec.encode(
             {
                 "kind": "PartialObjectMetadataList",
@@ -167,7 +196,9 @@ def render_list(
             }
         )
     head = codec.encode({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta})
-    if rt.is_storage:
+    if served is not None:
+        chunks = [codec.encode(obj) for obj in served]
+    elif _stored_as_served(rt, page):
         chunks = [entry.item for entry in page]
     else:
         chunks = [_converted_item(rt, entry) for entry in page]

@@ -11,6 +11,11 @@ Selectors apply to both the old and the new state of each change, so an object t
 matching arrives as ADDED and one that stops matching as DELETED. A watcher that falls
 behind the window, a dropped stream (fault injection) and ``timeoutSeconds`` all end the
 response cleanly; clients then resume from the last resourceVersion they saw.
+
+Objects of a CRD that converts through a webhook are converted per event (once per event and
+version, shared by the watchers of that version). A conversion that fails ends the stream with
+one ``ERROR`` event carrying ``500 InternalError`` and the webhook's failure, as kube-apiserver's
+etcd watcher reports an object it cannot decode.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.machinery.query import ListOptions, parse_rv
 from sim.kubeapi.reads import tables
@@ -44,9 +50,13 @@ class WatchStream:
         namespace: str | None,
         opts: ListOptions,
         rep: Representation,
+        conversion: Converter,
     ) -> None:
         self.store = store
         self.rt = rt
+        self.conversion = conversion
+        self.converting = rt.webhook is not None
+        """Whether events may need the CRD's conversion webhook (``converted_event_line``)."""
         self.namespace = namespace
         self.opts = opts
         self.rep = rep
@@ -70,7 +80,9 @@ class WatchStream:
     # -- encoding -------------------------------------------------------------------------------
 
     def _encode(self, type_: str, raw: bytes) -> bytes:
-        obj: Any = self.rt.from_storage(codec.decode(raw))
+        return self._encode_served(type_, self.rt.from_storage(codec.decode(raw)))
+
+    def _encode_served(self, type_: str, obj: Any) -> bytes:
         if self.rep.kind == "table":
             obj = tables.table(self.rt, [obj], include_object=self.rep.include_object)
             obj["apiVersion"] = f"meta.k8s.io/{self.rep.table_version}"
@@ -78,7 +90,8 @@ class WatchStream:
             obj = tables.partial_metadata(obj)
         return codec.encode({"type": type_, "object": obj}) + b"\n"
 
-    def event_line(self, ev: Event) -> bytes | None:
+    def _event_type(self, ev: Event) -> str | None:
+        """The type this watcher sees the change as (selector transitions), or None."""
         now_match = ev.type != "DELETED" and self.accept(ev.entry)
         was_match = ev.prev is not None and self.accept(ev.prev)
         if ev.type == "ADDED":
@@ -89,9 +102,13 @@ class WatchStream:
             kind = "MODIFIED" if was_match else "ADDED"
         else:
             kind = "DELETED" if was_match else None
+        return kind
+
+    def event_line(self, ev: Event) -> bytes | None:
+        kind = self._event_type(ev)
         if kind is None:
             return None
-        if self.shared_lines:
+        if self.shared_lines and self._as_stored(ev.entry):
             return ev.line(kind)
         raw = (
             ev.prev_with_event_rv()
@@ -100,10 +117,41 @@ class WatchStream:
         )
         return self._encode(kind, raw)
 
+    def _as_stored(self, entry: Entry) -> bool:
+        """Whether the stored bytes serve as they are: a custom resource stored in an older
+        version of its CRD is given the version watched."""
+        return not self.rt.custom or entry.api_version == self.rt.api_version
+
     def added_line(self, entry: Entry) -> bytes:
-        if self.shared_lines:
+        if self.shared_lines and self._as_stored(entry):
             return b'{"type":"ADDED","object":' + entry.raw + b"}\n"
         return self._encode("ADDED", entry.raw)
+
+    async def converted_event_line(self, ev: Event) -> bytes | None:
+        """``event_line`` for a CRD that converts through a webhook (ApiError if it fails)."""
+        kind = self._event_type(ev)
+        if kind is None:
+            return None
+        selector_left = kind == "DELETED" and ev.type == "MODIFIED"
+        source = ev.prev if selector_left and ev.prev is not None else ev.entry
+        if source.api_version == self.rt.api_version:
+            return self.event_line(ev)
+        raw = ev.prev_with_event_rv() if selector_left else ev.entry.raw
+
+        async def make() -> bytes:
+            obj = await self.conversion.served(self.rt, codec.decode(raw))
+            return self._encode_served(kind, obj)
+
+        if self.rep.kind != "object":
+            return await make()
+        return await ev.shared_line(f"{self.rt.api_version} {kind}", make)
+
+    async def converted_added_line(self, entry: Entry) -> bytes:
+        """``added_line`` for a CRD that converts through a webhook (ApiError if it fails)."""
+        if entry.api_version == self.rt.api_version:
+            return self.added_line(entry)
+        obj = await self.conversion.served(self.rt, entry.obj())
+        return self._encode_served("ADDED", obj)
 
     def bookmark_line(self, rv: int, *, initial_end: bool = False) -> bytes:
         metadata: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -138,9 +186,12 @@ async def serve_watch(
     content_type: str,
     settings: WatchSettings,
     force_expired: bool,
+    conversion: Converter,
 ) -> web.StreamResponse:
     bucket = store.bucket(rt.storage)
-    stream = WatchStream(store=store, rt=rt, namespace=namespace, opts=opts, rep=rep)
+    stream = WatchStream(
+        store=store, rt=rt, namespace=namespace, opts=opts, rep=rep, conversion=conversion
+    )
     rv_text = opts.resource_version
     initial = (
         opts.send_initial_events if opts.send_initial_events is not None else rv_text in ("", "0")
@@ -174,7 +225,10 @@ async def serve_watch(
         if initial:
             snapshot = list(bucket.entries(namespace))
             start_rv = store.rv
-            lines = [stream.added_line(e) for e in snapshot if stream.accept(e)]
+            if stream.converting:
+                lines = [await stream.converted_added_line(e) for e in snapshot if stream.accept(e)]
+            else:
+                lines = [stream.added_line(e) for e in snapshot if stream.accept(e)]
             if opts.send_initial_events:
                 lines.append(stream.bookmark_line(start_rv, initial_end=True))
             if lines:
@@ -193,6 +247,10 @@ async def serve_watch(
             interval=settings.bookmark_interval,
             coalesce=settings.coalesce,
         )
+        await response.write_eof()
+    except errors.ApiError as err:
+        # A conversion that failed: the stream ends with the error, as an etcd watch does.
+        await response.write(error_line(errors.internal_error(err.message)))
         await response.write_eof()
     except (ConnectionResetError, ConnectionError):
         pass
@@ -224,7 +282,11 @@ async def _follow(
             return  # fell out of the window: end the stream; the client's resume gets 410
         if events:
             last_rv = events[-1].rv
-            chunk = [line for ev in events if (line := stream.event_line(ev)) is not None]
+            if stream.converting:
+                lines = [await stream.converted_event_line(ev) for ev in events]
+                chunk = [line for line in lines if line is not None]
+            else:
+                chunk = [line for ev in events if (line := stream.event_line(ev)) is not None]
             if chunk:
                 await response.write(b"".join(chunk))
             if time.monotonic() < deadline:

@@ -3,7 +3,9 @@
 A ``ResourceType`` is one served group/version/resource (``apps/v1 deployments``). Several
 versions of one resource share a storage bucket and a ``Strategy`` (the per-kind rules:
 defaulting, status handling, validation, selectable fields, table columns); each version
-brings its schema and a converter to and from the stored version.
+brings its schema and a converter to and from the stored version. A custom resource whose CRD
+converts through a webhook carries that webhook (``WebhookConversion``); its objects change
+version only through ``sim.kubeapi.conversion``, which calls it.
 """
 
 from __future__ import annotations
@@ -98,6 +100,22 @@ class Converter:
     from_storage: Callable[[Obj], Obj] | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class WebhookConversion:
+    """A CRD's ``spec.conversion`` with ``strategy: Webhook``."""
+
+    client_config: dict[str, Any]
+    """``url`` or ``service`` (namespace, name, port, path), and ``caBundle``."""
+    review_versions: tuple[str, ...]
+    """``conversionReviewVersions``, in the CRD's order of preference."""
+
+
+class WebhookConversionRequiredError(RuntimeError):
+    """A change of version that only the CRD's conversion webhook may make was asked of the
+    in-process converter: a bug in the emulator (the caller must go through
+    ``sim.kubeapi.conversion``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ScalePaths:
     """Where a kind keeps its replica counts; ``label_selector`` None means the built-in rule
@@ -147,6 +165,8 @@ class ResourceType:
     selectable: tuple[str, ...] = ()
     scale: ScalePaths | None = None
     """Where the ``scale`` subresource reads and writes replicas (None: the built-in paths)."""
+    webhook: WebhookConversion | None = None
+    """The conversion webhook of a CRD with ``strategy: Webhook`` (None: ``strategy: None``)."""
 
     @property
     def api_version(self) -> str:
@@ -180,17 +200,26 @@ class ResourceType:
         return out
 
     def to_storage(self, obj: Obj) -> Obj:
+        self._refuse_webhook_change(obj, self.storage_api_version)
         if not self.is_storage and self.converter.to_storage is not None:
             obj = self.converter.to_storage(obj)
         obj["apiVersion"] = self.storage_api_version
         return obj
 
     def from_storage(self, obj: Obj) -> Obj:
+        self._refuse_webhook_change(obj, self.api_version)
         if not self.is_storage and self.converter.from_storage is not None:
             obj = self.converter.from_storage(obj)
         obj["apiVersion"] = self.api_version
         obj["kind"] = self.kind
         return obj
+
+    def _refuse_webhook_change(self, obj: Obj, target: str) -> None:
+        if self.webhook is not None and obj.get("apiVersion", target) != target:
+            raise WebhookConversionRequiredError(
+                f"{obj.get('apiVersion')} -> {target} of {self.plural}.{self.group} needs the "
+                "CRD's conversion webhook"
+            )
 
 
 class Registry:
@@ -238,11 +267,10 @@ class Registry:
         return [rt for rt in self._by_resource.values() if rt.storage == storage]
 
     def storage_type(self, storage: str) -> ResourceType | None:
-        """The type serving the stored version of a bucket."""
-        for rt in self._by_resource.values():
-            if rt.storage == storage and rt.is_storage:
-                return rt
-        return None
+        """The type serving the stored version of a bucket, else any type serving the bucket
+        (a release may serve a kind only at versions other than the one it is stored as)."""
+        served = self.by_storage(storage)
+        return next((rt for rt in served if rt.is_storage), served[0] if served else None)
 
     def groups(self) -> list[str]:
         return list(self._group_order)

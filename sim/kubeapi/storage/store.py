@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from sim.kubeapi.machinery import codec, errors
@@ -33,10 +33,12 @@ class Entry:
 
     ``item`` is the encoded object as a list carries it: typed (built-in) lists omit each
     item's apiVersion and kind, so for those kinds they live apart in ``type_meta`` and
-    ``raw`` puts them back.
+    ``raw`` puts them back. ``api_version`` is the version the object is stored in (a custom
+    resource keeps the version it was written in until it is written again).
     """
 
     __slots__ = (
+        "api_version",
         "deleting",
         "fields",
         "finalizers",
@@ -64,8 +66,10 @@ class Entry:
         owners: tuple[str, ...],
         deleting: bool = False,
         finalizers: tuple[str, ...] = (),
+        api_version: str = "",
     ) -> None:
         self.item = item
+        self.api_version = api_version
         self.type_meta = type_meta
         self.deleting = deleting
         self.finalizers = finalizers
@@ -99,7 +103,7 @@ class Event:
     """A committed change. ``entry`` is the new state; for DELETED it is the last state
     carrying the deletion's resourceVersion, as etcd reports it."""
 
-    __slots__ = ("_lines", "_prev_as_deleted", "entry", "prev", "rv", "type")
+    __slots__ = ("_lines", "_making", "_prev_as_deleted", "entry", "prev", "rv", "type")
 
     def __init__(self, type_: str, entry: Entry, prev: Entry | None) -> None:
         self.type = type_
@@ -107,6 +111,7 @@ class Event:
         self.entry = entry
         self.prev = prev
         self._lines: dict[str, bytes] = {}
+        self._making: dict[str, asyncio.Future[bytes]] = {}
         self._prev_as_deleted: bytes | None = None
 
     def line(self, type_: str | None = None) -> bytes:
@@ -120,6 +125,25 @@ class Event:
             raw = self.prev_with_event_rv()
         line = b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
         self._lines[kind] = line
+        return line
+
+    async def shared_line(self, key: str, make: Callable[[], Awaitable[bytes]]) -> bytes:
+        """The watch line kept under ``key`` (``"<apiVersion> <type>"``), made by ``make``
+        once for every watcher that asks, concurrent ones included: watchers of one version
+        share one conversion per event, as that version's watch cache does on a real server.
+        A failed ``make`` is not kept."""
+        cached = self._lines.get(key)
+        if cached is not None:
+            return cached
+        task = self._making.get(key)
+        if task is None:
+            task = self._making[key] = asyncio.ensure_future(make())
+        try:
+            line = await asyncio.shield(task)
+        finally:
+            if task.done() and self._making.get(key) is task:
+                del self._making[key]
+        self._lines[key] = line
         return line
 
     def prev_with_event_rv(self) -> bytes:
@@ -510,6 +534,7 @@ class Store:
             owners=owners,
             deleting=bool(meta.get("deletionTimestamp")),
             finalizers=tuple(meta.get("finalizers") or ()),
+            api_version=str(obj.get("apiVersion", "")),
         )
 
     def _index(self, bucket_name: str, entry: Entry) -> None:

@@ -1,10 +1,10 @@
 """The published OpenAPI schemas of the built-in kinds.
 
 They come from the JSON Schema export of the Kubernetes OpenAPI document that the
-``kubernetes-validate`` distribution ships (one directory per Kubernetes minor version;
-the newest is used). The definitions carry everything the emulator needs beyond field
-types: list types and map keys (server-side apply), patch strategies and merge keys
-(strategic merge patch) and the group/version/kind of each top-level type.
+``kubernetes-validate`` distribution ships (one directory per Kubernetes minor version; the
+emulated release's is used, else the newest). The definitions carry everything the emulator
+needs beyond field types: list types and map keys (server-side apply), patch strategies and
+merge keys (strategic merge patch) and the group/version/kind of each top-level type.
 
 When the distribution is not installed, built-in kinds are served without pruning and
 with generic OpenAPI entries.
@@ -23,7 +23,7 @@ import msgspec
 from sim.kubeapi.validation.schema import Node, Resolver, Schema
 
 
-def _schema_dir() -> Path | None:
+def _schema_dir(minor: int | None) -> Path | None:
     spec = importlib.util.find_spec("kubernetes_validate")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -37,7 +37,8 @@ def _schema_dir() -> Path | None:
     candidates = [p for p in base.iterdir() if p.name.endswith("-local")]
     if not candidates:
         return None
-    return max(candidates, key=version_key)
+    chosen = base / f"v1.{minor}.0-local"
+    return chosen if chosen in candidates else max(candidates, key=version_key)
 
 
 class BuiltinSchemas:
@@ -74,9 +75,13 @@ def _prefers(definition: str, group: str) -> bool:
     return f".{short}." in definition
 
 
+def load(minor: int | None = None) -> BuiltinSchemas:
+    """The schemas of Kubernetes 1.``minor`` (the newest shipped when None or not shipped)."""
+    return _load(_schema_dir(minor))
+
+
 @cache
-def load() -> BuiltinSchemas:
-    directory = _schema_dir()
+def _load(directory: Path | None) -> BuiltinSchemas:
     if directory is None:
         return BuiltinSchemas({})
     raw = (directory / "_definitions.json").read_bytes()

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from sim.kubeapi.admission.webhooks import AdmissionRequest, Dispatcher
 from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, errors, meta
 from sim.kubeapi.storage.resources import Obj, ResourceType
 from sim.kubeapi.storage.store import Entry, Store
@@ -40,6 +41,7 @@ class CommitPath(Protocol):
     config: ServerConfig
     store: Store
     admission: Dispatcher
+    conversion: Converter
 
     def current(self, rt: ResourceType, namespace: str, name: str) -> Entry: ...
 
@@ -113,7 +115,7 @@ class Deleter:
                 rt.plural, rt.group, name, "this namespace may not be deleted"
             )
         old = cur.obj()
-        old_version_form = rt.from_storage(codec.copy(old))
+        old_version_form = await self.commits.conversion.served(rt, codec.copy(old))
         if self.commits.admission.validating():
             req = self.commits.admission_request(
                 rt,
@@ -137,9 +139,9 @@ class Deleter:
         graceful = self._grace_period(rt, old, options)
         if m.get("deletionTimestamp"):
             if graceful == 0 and not m.get("finalizers") and rt.storage != "namespaces":
-                return self._remove_now(rt, cur, opts, options)
+                return await self._remove_now(rt, cur, opts, options)
             return Result(old_version_form, 200)
-        new = codec.copy(old)
+        new = await self._in_storage_version(rt, codec.copy(old))
         nm = meta.meta(new)
         finalizers = list(nm.get("finalizers") or [])
         if policy == "Orphan" and meta.ORPHAN_FINALIZER not in finalizers:
@@ -157,7 +159,7 @@ class Deleter:
             if finalizers:
                 nm["finalizers"] = finalizers
             new.setdefault("status", {})["phase"] = "Terminating"
-            return self._mark(rt, cur, new, opts)
+            return await self._mark(rt, cur, new, opts)
         if graceful:
             nm["deletionTimestamp"] = codec.format_time(now + _dt.timedelta(seconds=graceful))
             nm["deletionGracePeriodSeconds"] = graceful
@@ -165,15 +167,24 @@ class Deleter:
                 nm["finalizers"] = finalizers
             if strategy.has_generation:
                 nm["generation"] = int(nm.get("generation", 0)) + 1
-            return self._mark(rt, cur, new, opts)
+            return await self._mark(rt, cur, new, opts)
         if finalizers:
             nm["finalizers"] = finalizers
             nm["deletionTimestamp"] = codec.format_time(now)
             nm["deletionGracePeriodSeconds"] = 0
             if strategy.has_generation:
                 nm["generation"] = int(nm.get("generation", 0)) + 1
-            return self._mark(rt, cur, new, opts)
-        return self._remove_now(rt, cur, opts, options)
+            return await self._mark(rt, cur, new, opts)
+        return await self._remove_now(rt, cur, opts, options)
+
+    async def _in_storage_version(self, rt: ResourceType, stored: Obj) -> Obj:
+        """A stored object written again in the current storage version: one kept in an
+        older version of a CRD that converts through a webhook goes through the webhook."""
+        conversion = self.commits.conversion
+        storage = conversion.registry.storage_type(rt.storage)
+        if storage is None or not conversion.needs_webhook(storage, stored.get("apiVersion", "")):
+            return stored
+        return await conversion.converted(stored, storage)
 
     def _grace_period(self, rt: ResourceType, obj: Obj, options: DeleteOptions) -> int:
         """Seconds of graceful deletion: only pods bound to a node, when enabled."""
@@ -187,9 +198,9 @@ class Deleter:
             return max(0, options.grace_period_seconds)
         return int(spec.get("terminationGracePeriodSeconds", 30))
 
-    def _mark(self, rt: ResourceType, cur: Entry, new: Obj, opts: WriteOptions) -> Result:
+    async def _mark(self, rt: ResourceType, cur: Entry, new: Obj, opts: WriteOptions) -> Result:
         if opts.dry_run:
-            return Result(rt.from_storage(new), 200)
+            return Result(await self.commits.conversion.served(rt, new), 200)
         self.commits.store.put(
             rt.storage,
             new,
@@ -197,9 +208,9 @@ class Deleter:
             fields=self.commits.fields_fn(rt.storage),
             typed=not rt.custom,
         )
-        return Result(rt.from_storage(codec.copy(new)), 200)
+        return Result(await self.commits.conversion.served(rt, codec.copy(new)), 200)
 
-    def _remove_now(
+    async def _remove_now(
         self, rt: ResourceType, cur: Entry, opts: WriteOptions, options: DeleteOptions
     ) -> Result:
         if opts.dry_run:
@@ -211,7 +222,7 @@ class Deleter:
             final_obj = final.obj()
             self.commits.after_remove(rt.storage, final_obj)
         if rt.strategy.return_deleted_object:
-            return Result(rt.from_storage(final_obj), 200)
+            return Result(await self.commits.conversion.served(rt, final_obj), 200)
         details: dict[str, Any] = {"name": cur.name}
         if rt.group:
             details["group"] = rt.group

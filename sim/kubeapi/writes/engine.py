@@ -2,12 +2,18 @@
 rules.
 
 Order of one write, as on the real server: decode and prune the body (unknown fields are
-reported per ``fieldValidation``), convert to the stored version, default, run mutating
-webhooks, apply the kind's create/update preparation (system metadata, status/spec
-separation, generation), validate, run validating admission (ValidatingAdmissionPolicies,
-then validating webhooks), then commit under the next resourceVersion unless nothing
-changed. Between webhook calls other writes may land; the commit re-checks the object and
-retries (or answers 409 when the client sent a resourceVersion).
+reported per ``fieldValidation``), run mutating webhooks, default, apply the kind's
+create/update preparation (system metadata, status/spec separation, generation), validate, run
+validating admission (ValidatingAdmissionPolicies, then validating webhooks), convert to the
+stored version, then commit under the next resourceVersion unless nothing changed. Between
+webhook calls other writes may land; the commit re-checks the object and retries (or answers
+409 when the client sent a resourceVersion).
+
+Which form the rules see: a built-in kind's strategy is written for its stored version, so its
+object is converted first (in process); a custom resource's rules are those of the request's
+version (its schema, defaults and CEL rules), so it stays in that version until it is encoded
+for storage, through the CRD's conversion webhook where it has one (``sim.kubeapi.conversion``).
+The answer is the stored object decoded into the request's version again.
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ from typing import Any
 from sim.kubeapi.admission import plugins
 from sim.kubeapi.admission.webhooks import ADMIN_USER, AdmissionRequest, Dispatcher
 from sim.kubeapi.config import ServerConfig
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.kinds import apiextensions
 from sim.kubeapi.machinery import codec, errors, meta
+from sim.kubeapi.releases import Release
+from sim.kubeapi.releases import fields as release_fields
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType, version_priority
 from sim.kubeapi.storage.store import Entry, Store
+from sim.kubeapi.webhookclient.client import WebhookClient
 from sim.kubeapi.writes.deletion import Deleter
 from sim.kubeapi.writes.managedfields import read_entries, record_update
 from sim.kubeapi.writes.options import (
@@ -39,14 +49,26 @@ from sim.kubeapi.writes.patcher import Patcher
 class Engine:
     """All API semantics that do not depend on HTTP."""
 
-    def __init__(self, *, config: ServerConfig, store: Store, registry: Registry) -> None:
+    def __init__(
+        self,
+        *,
+        config: ServerConfig,
+        store: Store,
+        registry: Registry,
+        release: Release | None = None,
+    ) -> None:
         self.config = config
+        self.release = release or config.release()
+        """What the emulated release drops on write and validates differently."""
         self.store = store
         self.registry = registry
+        self.webhooks = WebhookClient(dict(config.webhook_service_hosts))
+        self.conversion = Converter(client=self.webhooks, registry=registry)
         self.admission = Dispatcher(
             store=store,
             registry=registry,
-            service_hosts=dict(config.webhook_service_hosts),
+            client=self.webhooks,
+            conversion=self.conversion,
             namespace_labels=self._namespace_labels,
         )
         self._fields_cache: dict[str, tuple[int, Callable[[Obj], dict[str, str]]]] = {}
@@ -88,8 +110,21 @@ class Engine:
             raise errors.not_found(rt.plural, rt.group, name)
         return entry
 
-    def read(self, rt: ResourceType, namespace: str, name: str) -> Obj:
-        return rt.from_storage(self.current(rt, namespace, name).obj())
+    async def read(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        return await self.conversion.served(rt, self.current(rt, namespace, name).obj())
+
+    def working_form(self, rt: ResourceType, obj: Obj) -> Obj:
+        """``obj`` (request version) in the form the kind's rules apply to: a built-in kind's
+        stored version, a custom resource's own version (see the module docstring)."""
+        return obj if rt.custom else rt.to_storage(obj)
+
+    async def storage_form(self, rt: ResourceType, work: Obj) -> Obj:
+        """A working-form object as it is stored (only a custom resource changes here)."""
+        return await self.conversion.stored(rt, work) if rt.custom else work
+
+    def admission_form(self, rt: ResourceType, work: Obj) -> Obj:
+        """A copy of a working-form object in the request's version, for admission."""
+        return codec.copy(work) if rt.custom else rt.from_storage(codec.copy(work))
 
     def decode(
         self,
@@ -287,7 +322,7 @@ class Engine:
             mutated = await self.admission.mutate(req)
             obj = mutated if mutated is not None else obj
             self._set_namespace(rt, obj, namespace)
-        stored = rt.to_storage(obj)
+        stored = self.working_form(rt, obj)
         strategy.default(stored)
         m = meta.meta(stored)
         if not m.get("name") and m.get("generateName"):
@@ -300,11 +335,13 @@ class Engine:
             else:
                 stored["status"] = status
         strategy.prepare_create(stored)
+        release_fields.drop_disabled_fields(rt.storage, stored, None, self.release)
         errs = meta.validate_object_meta(
             stored, namespaced=rt.namespaced, name_rule=strategy.name_rule, creating=True
         )
         if not errs:
             errs = strategy.validate(stored)
+            errs += release_fields.release_errors(rt.storage, stored, self.release)
         self._validate(rt, stored, errs)
         if managed != "apply":
             entries = read_entries(stored) if "managedFields" in m else []
@@ -319,20 +356,21 @@ class Engine:
             )
         name = m["name"]
         if self.admission.validating():
-            req.obj = rt.from_storage(codec.copy(stored))
+            req.obj = self.admission_form(rt, stored)
             req.name = name
             await self.admission.validate(req)
         warnings.extend(req.warnings)
+        stored = await self.storage_form(rt, stored)
         bucket = self.store.bucket(rt.storage)
         if bucket.get(namespace if rt.namespaced else "", name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
         if opts.dry_run:
-            return Result(rt.from_storage(stored), 201, warnings)
+            return Result(await self.conversion.served(rt, stored), 201, warnings)
         self.store.put(
             rt.storage, stored, prev=None, fields=self.fields_fn(rt.storage), typed=not rt.custom
         )
         await self._after_commit(rt.storage, stored, created=True)
-        return Result(rt.from_storage(codec.copy(stored)), 201, warnings)
+        return Result(await self.conversion.served(rt, codec.copy(stored)), 201, warnings)
 
     # -- update ---------------------------------------------------------------------------------
 
@@ -409,9 +447,10 @@ class Engine:
     ) -> Result:
         """Turn a client's new object into the stored next version of ``cur`` and commit it."""
         strategy = rt.strategy
-        old = cur.obj()
+        stored_old = cur.obj()
         # A second decode of the stored bytes is a cheaper private copy than copying ``old``.
-        old_version_form = rt.from_storage(cur.obj())
+        old_version_form = await self.conversion.served(rt, cur.obj())
+        old = codec.copy(old_version_form) if rt.custom else stored_old
         strategy.canonical(new_version_form)
         if not subresource:
             self._builtin_admission(rt, new_version_form)
@@ -430,15 +469,17 @@ class Engine:
             mutated = await self.admission.mutate(req)
             if mutated is not None:
                 new_version_form = mutated
-        incoming = rt.to_storage(new_version_form)
+        incoming = self.working_form(rt, new_version_form)
         incoming_meta = meta.meta(incoming)
         if subresource in ("status", "finalize"):
-            new = cur.obj()
+            # A built-in kind's stored bytes decode into a fresh copy faster than a deep copy.
+            new = codec.copy(old) if rt.custom else cur.obj()
             if subresource == "status":
                 if "status" in incoming:
                     new["status"] = incoming["status"]
                 else:
                     new.pop("status", None)
+                release_fields.drop_disabled_status_fields(rt.storage, new, old, self.release)
             else:
                 # namespaces/finalize changes nothing but spec.finalizers.
                 new.setdefault("spec", {})["finalizers"] = (incoming.get("spec") or {}).get(
@@ -458,6 +499,7 @@ class Engine:
                     new.pop("status", None)
             strategy.default(new)
             strategy.prepare_update(new, old)
+            release_fields.drop_disabled_fields(rt.storage, new, old, self.release)
         errs = meta.validate_finalizer_update(new, old)
         if subresource == "status":
             errs += strategy.validate_status_update(new, old)
@@ -469,6 +511,7 @@ class Engine:
                 )
             if not errs:
                 errs += strategy.validate_update(new, old)
+                errs += release_fields.release_errors(rt.storage, new, self.release)
         self._validate(rt, new, errs)
         if strategy.has_generation and not subresource and not meta.spec_equal(new, old):
             meta.meta(new)["generation"] = int(meta.meta(old).get("generation", 0)) + 1
@@ -485,21 +528,24 @@ class Engine:
         # Validating admission sees no-op updates too: the real server runs it before it
         # finds that nothing changed.
         if self.admission.validating():
-            req.obj = rt.from_storage(codec.copy(new))
+            req.obj = self.admission_form(rt, new)
             await self.admission.validate(req)
         warnings.extend(req.warnings)
-        if _same(new, old):
+        # Nothing changed when the bytes to store are the stored ones (an object kept in an
+        # older stored version is written again, in the current one).
+        new = await self.storage_form(rt, new)
+        if _same(new, stored_old):
             return Result(old_version_form, 200, warnings)
         if self.store.bucket(rt.storage).get(cur.namespace, cur.name) is not cur:
             raise ConcurrentChangeError()
         if opts.dry_run:
-            return Result(rt.from_storage(new), 200, warnings)
+            return Result(await self.conversion.served(rt, new), 200, warnings)
         result, removed = self._commit_update(rt.storage, new, cur)
         if removed:
             self.after_remove(rt.storage, result)
         else:
             await self._after_commit(rt.storage, new, created=False)
-        return Result(rt.from_storage(result), 200, warnings)
+        return Result(await self.conversion.served(rt, result), 200, warnings)
 
     def _commit_update(self, storage: str, new: Obj, cur: Entry) -> tuple[Obj, bool]:
         """Commit; an object being deleted whose last finalizer went is removed at once."""

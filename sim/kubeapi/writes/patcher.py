@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, errors, meta
 from sim.kubeapi.patches.failures import PatchError, PatchFormatError
 from sim.kubeapi.patches.json_patch import json_patch
@@ -40,6 +41,7 @@ class UpdatePath(Protocol):
     """
 
     store: Store
+    conversion: Converter
 
     def check_schema(
         self, rt: ResourceType, obj: Obj, opts: WriteOptions, warnings: list[str], *, patch: bool
@@ -140,7 +142,7 @@ class Patcher:
                 if content_type == APPLY_PATCH and not subresource:
                     return await self._apply_create(rt, namespace, name, patch_doc, opts, warnings)
                 raise errors.not_found(rt.plural, rt.group, name)
-            live = rt.from_storage(cur.obj())
+            live = await self.updates.conversion.served(rt, cur.obj())
             patched = self._patched(
                 rt,
                 live,

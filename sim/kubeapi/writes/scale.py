@@ -136,9 +136,9 @@ def _with_replicas(rt: ResourceType, obj: Obj, replicas: int) -> Obj:
     return obj
 
 
-def read(engine: Engine, rt: ResourceType, namespace: str, name: str) -> Obj:
+async def read(engine: Engine, rt: ResourceType, namespace: str, name: str) -> Obj:
     """``GET .../scale``."""
-    return scale_of(rt, engine.read(rt, namespace, name))
+    return scale_of(rt, await engine.read(rt, namespace, name))
 
 
 async def update(
@@ -173,7 +173,7 @@ async def patch(
     except codec.DecodeError as exc:
         raise errors.bad_request(f"error decoding patch: {exc}") from None
     for _ in range(MAX_RETRIES):
-        current = read(engine, rt, namespace, name)
+        current = await read(engine, rt, namespace, name)
         try:
             patched = (
                 json_patch(current, doc)
@@ -202,7 +202,7 @@ async def _write(
     version: str | None,
     opts: WriteOptions,
 ) -> Obj:
-    obj = engine.read(rt, namespace, name)
+    obj = await engine.read(rt, namespace, name)
     if version:
         meta.meta(obj)["resourceVersion"] = version
     result = await engine.update(

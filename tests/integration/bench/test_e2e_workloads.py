@@ -58,6 +58,7 @@ from shared.kube.client import KubeClient
 from shared.kube.models import Pod
 from sim.kubeapi import KubeServer, serve
 from sim.topology import load_topology
+from tests.support.conversion import conversion_webhook
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "deploy" / "examples"
@@ -415,10 +416,12 @@ def test_the_slice_check_names_what_differs() -> None:
 
 @pytest.fixture
 async def kube(tmp_path: Path) -> AsyncIterator[KubeServer]:
-    async with serve(kubeconfig=tmp_path / "kubeconfig") as server:
+    """The emulator with cdo's CRDs; the scenarios are written as v1beta1, as users write
+    them, so cdo's conversion webhook serves the CRD."""
+    async with serve(kubeconfig=tmp_path / "kubeconfig") as server, conversion_webhook() as hook:
         client = await KubeClient.connect(kubeconfig=server.kubeconfig)
         try:
-            await install_crds(client)
+            await install_crds(client, hook.crds())
         finally:
             await client.close()
         yield server

@@ -78,10 +78,10 @@ async def domain(
     await client.create(
         COMPUTE_DOMAINS,
         {
-            "apiVersion": "resource.nvidia.com/v1beta1",
+            "apiVersion": COMPUTE_DOMAINS.api_version,
             "kind": "ComputeDomain",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}},
+            "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}},
         },
         namespace=namespace,
     )

@@ -39,7 +39,7 @@ def node(name: str, clique: str, index: int, status: str = "Ready") -> dict[str,
 def domain(name: str, status: dict[str, Any]) -> ComputeDomain:
     return msgspec.convert(
         {
-            "apiVersion": "resource.nvidia.com/v1beta1",
+            "apiVersion": "resource.nvidia.com/v1beta2",
             "kind": "ComputeDomain",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-rct"}}},

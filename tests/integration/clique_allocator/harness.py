@@ -22,7 +22,8 @@ import msgspec
 
 from services.clique_allocator.webhook.configuration import webhook_configuration
 from shared.bus import EventBus
-from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement
+from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, Placement, install_crds
+from shared.crds.definitions import compute_domain_crd, conversion
 from shared.crds.names import (
     CLIQUE_LABEL,
     DOMAIN_LABEL,
@@ -170,6 +171,12 @@ class Api:
     async def register_webhook(self, tls: Tls, port: int) -> None:
         body = webhook_configuration(ca_bundle=tls.ca.cert_pem, url=f"https://127.0.0.1:{port}")
         await self.client.request("POST", MUTATING, body=body)
+
+    async def register_conversion(self, tls: Tls, port: int) -> None:
+        """Point the ComputeDomain CRD's conversion webhook at the allocator, as the install's
+        caBundle and Service do on a cluster."""
+        webhook = conversion(url=f"https://127.0.0.1:{port}", ca_bundle=tls.ca.cert_pem)
+        await install_crds(self.client, [compute_domain_crd(webhook=webhook)])
 
     async def create_namespace(self, name: str) -> None:
         await self.client.create(

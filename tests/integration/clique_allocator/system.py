@@ -282,6 +282,7 @@ async def running_system() -> AsyncIterator[System]:
             await allocator.wait_ready(within_s=30)
             api = Api(client)
             await api.register_webhook(tls, allocator.webhook_port)
+            await api.register_conversion(tls, allocator.webhook_port)  # v1beta1 manifests
             yield System(
                 cluster=cluster,
                 api=api,

@@ -1,11 +1,14 @@
-"""The allocator on a server without DeviceTaintRule (every release before 1.37): ready, places
-gangs, says what it does without the API, and uses the API once an upgrade serves it."""
+"""The allocator on Kubernetes 1.35, which serves no DeviceTaintRule at resource.k8s.io/v1:
+ready, places gangs, says what it does without the API, and uses the API once it is served."""
 
 from __future__ import annotations
 
-from typing import Any
+import pytest
 
-from sim.kubeapi import KubeServer
+from sim.kubeapi import KubeServer, ServerConfig
+from sim.kubeapi.kinds import register_builtins
+from sim.kubeapi.releases import Release
+from sim.kubeapi.storage.resources import Registry
 from tests.support.wait import wait_for
 
 from .conftest import AllocatorFactory
@@ -16,16 +19,24 @@ RULES = ("resource.k8s.io", "v1", "devicetaintrules")
 API = "devicetaintrules.resource.k8s.io/v1"
 
 
-def stop_serving(emulator: KubeServer) -> Any:
-    kept = emulator.api.registry.get(*RULES)
-    emulator.api.registry.remove(*RULES)
-    return kept
+@pytest.fixture
+def emulator_config() -> ServerConfig:
+    return ServerConfig(bookmark_interval_s=0.5, kubernetes_version="1.35")
 
 
-async def test_ready_and_placing_without_device_taint_rules_then_using_them_after_an_upgrade(
+def serve_rules_as_137(emulator: KubeServer) -> None:
+    """The server starts serving DeviceTaintRule at resource.k8s.io/v1, as 1.37 does."""
+    newest = Registry()
+    register_builtins(newest, Release.of("1.37"))
+    served = newest.get(*RULES)
+    assert served is not None
+    emulator.api.registry.add(served)
+
+
+async def test_ready_and_placing_on_1_35_then_using_device_taint_rules_once_served(
     emulator: KubeServer, start_allocator: AllocatorFactory, api: Api, tls: Tls
 ) -> None:
-    kept = stop_serving(emulator)
+    assert emulator.api.registry.get(*RULES) is None
     allocator = start_allocator(CDO_CLIQUE_ALLOCATOR_INFORMER_OPTIONAL_API_RECHECK_S="0.3")
     await allocator.wait_ready()
     await api.register_webhook(tls, allocator.webhook_port)
@@ -43,7 +54,7 @@ async def test_ready_and_placing_without_device_taint_rules_then_using_them_afte
     names = await api.create_gated_pods("train", 4, template="train-rct", owner=("train-rs", uid))
     await wait_for(lambda: all_pinned(api, names), timeout=15, what="a gang placed")
 
-    emulator.api.registry.add(kept)  # the cluster is upgraded to a release that serves it
+    serve_rules_as_137(emulator)
 
     async def using_it() -> bool:
         return await allocator.counter("cdo_optional_api_served", api=API) == 1

@@ -11,6 +11,7 @@ from shared.kube.informer import InformerSettings
 from shared.kube.ratelimit import RateLimitSettings
 from sim.controllers import ControllerManager, ControllerSettings
 from sim.kubeapi import ServerConfig
+from sim.release import DeviceTaintSupport
 from tests.integration.controllers.cluster import Cluster
 
 # Short pauses so that recovering from injected faults takes milliseconds, not seconds.
@@ -26,8 +27,16 @@ def emulator_config() -> ServerConfig:
 
 
 @pytest.fixture
-async def controllers(kube_client: KubeClient) -> AsyncIterator[ControllerManager]:
-    manager = ControllerManager(kube_client, settings=FAST)
+def device_taints() -> DeviceTaintSupport:
+    """The release's device taints (the newest's); parametrize with ``emulator_config``."""
+    return DeviceTaintSupport()
+
+
+@pytest.fixture
+async def controllers(
+    kube_client: KubeClient, device_taints: DeviceTaintSupport
+) -> AsyncIterator[ControllerManager]:
+    manager = ControllerManager(kube_client, settings=FAST, device_taints=device_taints)
     async with manager.running():
         yield manager
 

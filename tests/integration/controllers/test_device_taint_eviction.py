@@ -1,17 +1,20 @@
 """The device taint eviction controller: pods whose claims hold a device with an untolerated
 NoExecute taint (slice or DeviceTaintRule) are deleted, tolerationSeconds delay it, and the
-rule's status says EvictionInProgress."""
+rule's status says EvictionInProgress. At older releases: none of it while DRADeviceTaints is
+off, rules read at the alpha version 1.34 serves them at, without a status."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
+import pytest
 
 from shared.kube.client import KubeClient
 from shared.kube.models import DeviceTaintRule, Pod
 from shared.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES
 from sim.controllers import ControllerManager
+from tests.support.releases import at_release, rules_opted_in
 from tests.support.wait import wait_for
 
 NS = "default"
@@ -184,3 +187,41 @@ async def test_a_slice_taint_evicts_and_none_does_not(
         lambda: condition(kube_client, "fault-gpu-3"), what="condition on effect None"
     )
     assert none["status"] == "False"
+
+
+@pytest.mark.parametrize(
+    ("emulator_config", "device_taints"), [pytest.param(*at_release("1.35"), id="1.35")]
+)
+async def test_at_1_35_the_controllers_sync_and_no_eviction_runs(
+    controllers: ControllerManager,
+) -> None:
+    # Synced (the fixture waited) without watching DeviceTaintRules, which 1.35 does not serve;
+    # kube-controller-manager starts no device taint eviction while DRADeviceTaints is off.
+    assert "device-taint-eviction" not in controllers.loop_names
+    assert "sim-deployment" in controllers.loop_names
+
+
+ALPHA_RULES = msgspec.structs.replace(DEVICE_TAINT_RULES, version="v1alpha3")
+
+
+@pytest.mark.parametrize(
+    ("emulator_config", "device_taints"),
+    [pytest.param(*rules_opted_in("1.34"), id="1.34")],
+)
+async def test_at_1_34_an_alpha_rule_evicts_and_has_no_status(
+    kube_client: KubeClient, controllers: ControllerManager
+) -> None:
+    assert "device-taint-rules" not in controllers.loop_names  # no status to keep
+    assert "device-taint-eviction" in controllers.loop_names
+    await gpu_slice(kube_client)
+    await pod_on_gpu(kube_client, "on-gpu-2", 2)
+    await pod_on_gpu(kube_client, "on-gpu-1", 1)
+    body = {**rule_body("gpu-2", FAULT), "apiVersion": ALPHA_RULES.api_version}
+    await kube_client.create(ALPHA_RULES, body)
+
+    async def evicted() -> bool:
+        return await pods(kube_client) == {"on-gpu-1"}
+
+    await wait_for(evicted, what="the pod of gpu-2 deleted for the alpha rule")
+    stored = msgspec.json.decode(await kube_client.get(ALPHA_RULES, "fault-gpu-2"))
+    assert "status" not in stored

@@ -14,6 +14,7 @@ from shared.kube.client import KubeClient
 from shared.kube.resources import DEPLOYMENTS
 from sim.demo.story import MANIFESTS, TARGET, apply_manifests
 from sim.kubeapi import KubeServer
+from tests.support.conversion import conversion_webhook
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -24,10 +25,10 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 async def test_the_examples_are_applied_with_the_trace_context_when_given(
     emulator: KubeServer, kube_client: KubeClient, annotations: dict[str, str]
 ) -> None:
-    await install_crds(kube_client)
     files_before = [manifest.read_bytes() for manifest in MANIFESTS]
-
-    await apply_manifests(str(emulator.kubeconfig), annotations)
+    async with conversion_webhook() as webhook:  # the examples are v1beta1
+        await install_crds(kube_client, webhook.crds())
+        await apply_manifests(str(emulator.kubeconfig), annotations)
 
     raw = await kube_client.get(COMPUTE_DOMAINS, TARGET.domain, namespace=TARGET.namespace)
     domain = msgspec.json.decode(raw, type=ComputeDomain)

@@ -12,6 +12,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from services.nats_auth.nkeyjwt import Signer
+from shared.crds import install_crds
 from shared.crds.definitions import compute_domain_crd, placement_crd
 from shared.errors import ConfigError
 from shared.kube.client import KubeClient
@@ -90,6 +91,7 @@ async def test_renewal_keeps_passwords_and_reissues_expiring_certificates(
             ],
         },
     )
+    await install_crds(kube_client)
     settings = bootstrap.BootstrapSettings(namespace=NAMESPACE)
     program = bootstrap.Bootstrap(kube_client, settings=settings)
     await program.run(NOW)
@@ -105,6 +107,33 @@ async def test_renewal_keeps_passwords_and_reissues_expiring_certificates(
     assert renewed["tls.crt"] != webhook["tls.crt"]
     assert renewed["ca.crt"] == webhook["ca.crt"] == ca["tls.crt"]
     assert await secret(kube_client, bootstrap.NATS_USERS_SECRET) == passwords
+    # Both webhooks the allocator serves trust that CA.
+    crd = msgspec.json.decode(await kube_client.get(bootstrap.CRDS, bootstrap.CONVERSION_CRD))
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == ca["tls.crt"]
+    hooks = msgspec.json.decode(
+        await kube_client.get(bootstrap.MUTATING_WEBHOOKS, bootstrap.WEBHOOK_CONFIGURATION)
+    )
+    assert [w["clientConfig"]["caBundle"] for w in hooks["webhooks"]] == [ca["tls.crt"]]
+
+
+def test_the_ca_bundle_patch_covers_webhooks_and_a_conversion_webhook() -> None:
+    configuration = {"webhooks": [{"name": "a", "clientConfig": {"caBundle": "old"}}]}
+    assert bootstrap.ca_bundle_patch(configuration, "new") == [
+        {"op": "test", "path": "/webhooks/0/name", "value": "a"},
+        {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "new"},
+    ]
+    crd = {"spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {}}}}}
+    assert bootstrap.ca_bundle_patch(crd, "new") == [
+        {"op": "test", "path": "/spec/conversion/strategy", "value": "Webhook"},
+        {"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": "new"},
+    ]
+    assert bootstrap.ca_bundle_patch({"spec": {"conversion": {"strategy": "None"}}}, "x") == []
+    done = {
+        "spec": {
+            "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"caBundle": "x"}}}
+        }
+    }
+    assert bootstrap.ca_bundle_patch(done, "x") == []
 
 
 async def test_the_auth_callout_issuer_is_made_once_and_kept(kube_client: KubeClient) -> None:
@@ -159,7 +188,7 @@ class _Crd(msgspec.Struct):
 
 
 async def conversion_bundle(client: KubeClient, name: str) -> str:
-    raw = await client.get(bootstrap.CUSTOM_RESOURCE_DEFINITIONS, name)
+    raw = await client.get(bootstrap.CRDS, name)
     webhook = msgspec.json.decode(raw, type=_Crd).spec.conversion.webhook
     assert webhook is not None
     return webhook.client_config.ca_bundle
@@ -182,7 +211,7 @@ async def test_a_conversion_webhooks_certificate_is_one_more_entry(
             },
         },
     }
-    await kube_client.create(bootstrap.CUSTOM_RESOURCE_DEFINITIONS, crd)
+    await kube_client.create(bootstrap.CRDS, crd)
     entry = bootstrap.ServingCertificate(
         secret="cdo-conversion-tls", service="cdo-conversion", conversion_crds=(name,)
     )
@@ -200,11 +229,11 @@ async def test_a_conversion_webhooks_certificate_is_one_more_entry(
     await program.serving_certificate(entry, ca=ca, now=NOW + dt.timedelta(days=1))
     assert await secret(kube_client, "cdo-conversion-tls") == issued
     placements = placement_crd()
-    await kube_client.create(bootstrap.CUSTOM_RESOURCE_DEFINITIONS, placements)
+    await kube_client.create(bootstrap.CRDS, placements)
     wrong = bootstrap.ServingCertificate(
         secret="cdo-conversion-tls",
         service="cdo-conversion",
         conversion_crds=(placements["metadata"]["name"],),
     )
-    with pytest.raises(ConfigError, match=r"placements\.cdo\.dev has no conversion webhook"):
+    with pytest.raises(ConfigError, match=r"placements\.cdo\.dev has no webhook"):
         await program.serving_certificate(wrong, ca=ca, now=NOW)

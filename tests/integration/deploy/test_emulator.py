@@ -176,13 +176,25 @@ def webhook_bundles(cluster: Cluster) -> list[str]:
     return out.split()
 
 
+def conversion_bundle(cluster: Cluster) -> str:
+    return cluster.kubectl(
+        "get",
+        "crd",
+        "computedomains.resource.nvidia.com",
+        "-o",
+        "jsonpath={.spec.conversion.webhook.clientConfig.caBundle}",
+    ).stdout
+
+
 def test_bootstrap_fills_in_what_the_pods_wait_for(
     cluster: Cluster, overlays: dict[str, list[Manifest]], tmp_path: Path
 ) -> None:
     objs = [obj for obj in overlays["prod"] if kind_of(obj) in cluster.served()]
-    keep = [o for o in objs if o["kind"] in ("Namespace", "MutatingWebhookConfiguration")]
+    kinds = ("Namespace", "MutatingWebhookConfiguration", "CustomResourceDefinition")
+    keep = [o for o in objs if o["kind"] in kinds]
     cluster.apply(write(tmp_path / "objs.yaml", keep))
     assert webhook_bundles(cluster) == []
+    assert conversion_bundle(cluster) == ""
 
     flags = bootstrap_settings(overlays["prod"])
     assert flags["CDO_BOOTSTRAP_TLS_CERTS"] == "true"
@@ -207,6 +219,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
         assert sorted(by_name[name]["data"]) == ["ca.crt", "tls.crt", "tls.key"]
     ca = by_name["cdo-ca"]["data"]["tls.crt"]
     assert webhook_bundles(cluster) == [ca]
+    assert conversion_bundle(cluster) == ca
 
     # Every secret the rendered pods mount or read is one the program made.
     wanted = {
@@ -229,6 +242,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     assert after == versions
     cluster.apply(tmp_path / "objs.yaml")
     assert webhook_bundles(cluster) == [ca]
+    assert conversion_bundle(cluster) == ca
     assert base64.b64decode(ca).startswith(b"-----BEGIN CERTIFICATE-----")
 
 

@@ -17,8 +17,8 @@ from tests.integration.deploy.conftest import NAMESPACE, OVERLAYS, Manifest
 CORE, APPS, BATCH, DRA = "", "apps", "batch", "resource.k8s.io"
 CD, CDO, LEASES = "resource.nvidia.com", "cdo.dev", "coordination.k8s.io"
 WEBHOOKS = "admissionregistration.k8s.io"
-AUTHN = "authentication.k8s.io"
 CRDS = "apiextensions.k8s.io"
+AUTHN = "authentication.k8s.io"
 
 
 def grants(*rows: tuple[str, str, str]) -> frozenset[Access]:

@@ -24,6 +24,7 @@ from services.domain_controller.template import (
     device_class_drifted,
     device_class_spec,
 )
+from shared.crds.names import CONVERSION_PATH
 from shared.kube.models import DeviceClass
 from tests.integration.deploy.conftest import (
     KUSTOMIZE,
@@ -563,6 +564,26 @@ def test_the_webhook_is_the_one_the_allocator_renders(
     assert expected["webhooks"][0]["clientConfig"]["service"]["path"] == WEBHOOK_PATH
 
 
+def test_the_conversion_webhook_is_the_allocators_service(
+    overlays: dict[str, list[Manifest]],
+) -> None:
+    """The ComputeDomain CRD converts through the Service in front of the allocator's webhook
+    port, the same one (and so the same certificate) as the pod webhook."""
+    objs = overlays["prod"]
+    crd = find(objs, "CustomResourceDefinition", "computedomains.resource.nvidia.com")
+    webhook = crd["spec"]["conversion"]["webhook"]
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
+    assert webhook["conversionReviewVersions"] == ["v1"]
+    reference = webhook["clientConfig"]["service"]
+    service = find(objs, "Service", reference["name"])
+    pod_webhook = find(objs, "MutatingWebhookConfiguration", "cdo-clique-allocator")
+    assert pod_webhook["webhooks"][0]["clientConfig"]["service"]["name"] == reference["name"]
+    assert reference["namespace"] == service["metadata"]["namespace"] == NAMESPACE
+    assert [p["port"] for p in service["spec"]["ports"]] == [reference["port"]]
+    assert reference["path"] == CONVERSION_PATH
+    assert "caBundle" not in webhook["clientConfig"]  # written at install, kept by apply
+
+
 def test_cert_manager_issues_what_the_pods_mount(tmp_path: Path) -> None:
     objs = render_with(tmp_path / "cm", ("tls", "cert-manager"))
     certificates = {obj["spec"]["secretName"]: obj for obj in objs if obj["kind"] == "Certificate"}
@@ -583,3 +604,6 @@ def test_cert_manager_issues_what_the_pods_mount(tmp_path: Path) -> None:
     settings = bootstrap_settings(objs)
     assert settings["CDO_BOOTSTRAP_CERTIFICATES"] == "false"
     assert settings["CDO_BOOTSTRAP_TLS_CERTS"] == "false"
+    # The ComputeDomain CRD's conversion webhook is served by the same server: same CA.
+    crd = find(objs, "CustomResourceDefinition", "computedomains.resource.nvidia.com")
+    assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == inject

@@ -14,13 +14,25 @@ from typing import Any
 import msgspec
 
 from shared.bus import EventBus
-from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, ComputeDomain, DomainCondition
+from shared.crds import (
+    COMPUTE_DOMAINS,
+    COMPUTE_DOMAINS_V1BETA1,
+    PLACEMENTS,
+    ComputeDomain,
+    DomainCondition,
+)
 from shared.crds.names import GPU_FAULT_TAINT, IMEX_READY_CONDITION
 from shared.events import DomainMembershipChanged
 from shared.events.subjects import DOMAIN_MEMBERSHIP, DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
 from shared.kube.models import DeviceClass, ResourceClaimTemplate
-from shared.kube.resources import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES
+from shared.kube.resources import (
+    DEVICE_CLASSES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    Resource,
+)
 from tests.support.eventlog import EventLog
 from tests.support.kubeevents import CoreEvent, events_involving
 
@@ -35,8 +47,10 @@ def now() -> str:
 def domain_manifest(
     name: str, template: str, *, num_nodes: int | None = None, **spec: Any
 ) -> dict[str, Any]:
+    """A ComputeDomain as v1beta2, or as v1beta1 when it has NVIDIA's older ``numNodes``."""
+    resource = COMPUTE_DOMAINS if num_nodes is None else COMPUTE_DOMAINS_V1BETA1
     body: dict[str, Any] = {
-        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "apiVersion": resource.api_version,
         "kind": COMPUTE_DOMAINS.kind,
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {"channel": {"resourceClaimTemplate": {"name": template}}, **spec},
@@ -44,6 +58,13 @@ def domain_manifest(
     if num_nodes is not None:
         body["spec"]["numNodes"] = num_nodes
     return body
+
+
+def resource_of(body: dict[str, Any]) -> Resource:
+    """The ComputeDomain version ``body`` is written in."""
+    if body.get("apiVersion") == COMPUTE_DOMAINS_V1BETA1.api_version:
+        return COMPUTE_DOMAINS_V1BETA1
+    return COMPUTE_DOMAINS
 
 
 class Slice(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,11 +106,15 @@ class Cluster:
 
     # -- domains ---------------------------------------------------------------------------
 
-    async def create_domain(self, name: str, template: str, **spec: Any) -> ComputeDomain:
-        raw = await self.client.create(
-            COMPUTE_DOMAINS, domain_manifest(name, template, **spec), namespace=NAMESPACE
-        )
-        return msgspec.json.decode(raw, type=ComputeDomain)
+    async def create_domain(
+        self, name: str, template: str, *, num_nodes: int | None = None, **spec: Any
+    ) -> ComputeDomain:
+        """Create the domain (as v1beta1 when ``num_nodes`` is given); return it as stored."""
+        body = domain_manifest(name, template, num_nodes=num_nodes, **spec)
+        await self.client.create(resource_of(body), body, namespace=NAMESPACE)
+        domain = await self.domain(name)
+        assert domain is not None
+        return domain
 
     async def domain(self, name: str) -> ComputeDomain | None:
         raw = await self.client.get_or_none(COMPUTE_DOMAINS, name, namespace=NAMESPACE)

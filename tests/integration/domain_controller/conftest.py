@@ -17,6 +17,7 @@ from shared.kube.client import KubeClient
 from sim.kubeapi import KubeServer
 from sim.natsserver import free_port
 from tests.conftest import BusFactory
+from tests.support.conversion import conversion_webhook
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for
 
@@ -140,9 +141,12 @@ async def _snapshot_is(
 
 
 @pytest.fixture
-async def crds(kube_client: KubeClient) -> None:
-    """cdo's CRDs, installed from the same source as the committed YAML."""
-    await install_crds(kube_client)
+async def crds(kube_client: KubeClient) -> AsyncIterator[None]:
+    """cdo's CRDs, installed from the same source as the committed YAML, the ComputeDomain
+    converted by cdo's webhook (the allocator serves it on a cluster)."""
+    async with conversion_webhook() as webhook:
+        await install_crds(kube_client, webhook.crds())
+        yield
 
 
 @pytest.fixture

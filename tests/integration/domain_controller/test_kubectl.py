@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 from shared.crds.names import CHANNEL_DEVICE_CLASS, DOMAIN_FINALIZER, DOMAIN_LABEL, DOMAIN_UID_LABEL
 from sim.kubeapi import KubeServer
+from tests.support.kubectl import kubectl as run_kubectl
 from tests.support.wait import wait_for
 
 from .cluster import CLIQUE, Cluster
 from .conftest import Controller
-
-KUBECTL = Path(sys.executable).parent / "kubectl"
 
 SEED = """\
 apiVersion: resource.nvidia.com/v1beta1
@@ -27,17 +24,7 @@ spec:
 
 
 async def kubectl(emulator: KubeServer, *args: str, limit_s: float = 60) -> tuple[int, str, str]:
-    def run() -> tuple[int, str, str]:
-        done = subprocess.run(
-            [str(KUBECTL), "--kubeconfig", str(emulator.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            timeout=limit_s,
-            check=False,
-        )
-        return done.returncode, done.stdout, done.stderr
-
-    return await asyncio.to_thread(run)
+    return await run_kubectl(emulator.kubeconfig, *args, limit_s=limit_s)
 
 
 async def test_seed_manifest_applies_and_kubectl_wait_sees_it_ready(

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from shared.crds import COMPUTE_DOMAINS, PLACEMENTS
+from shared.crds import COMPUTE_DOMAINS, COMPUTE_DOMAINS_V1BETA1, PLACEMENTS
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 
-from .cluster import NAMESPACE, Cluster, domain_manifest
+from .cluster import NAMESPACE, Cluster, domain_manifest, resource_of
 
 
 async def rejected(client: KubeClient, body: dict[str, Any]) -> str:
     with pytest.raises(KubeApiError) as caught:
-        await client.create(COMPUTE_DOMAINS, body, namespace=NAMESPACE)
+        await client.create(resource_of(body), body, namespace=NAMESPACE)
     assert caught.value.code == 422, caught.value
     return caught.value.message
 
@@ -54,7 +54,7 @@ def with_channel(**channel: Any) -> dict[str, Any]:
             id="no template",
         ),
         pytest.param(
-            {**domain_manifest("d", "d-rct"), "spec": {"numNodes": 2}},
+            {**domain_manifest("d", "d-rct", num_nodes=2), "spec": {"numNodes": 2}},
             "spec.channel",
             "Required",
             id="no channel",
@@ -94,25 +94,32 @@ async def test_invalid_specs_are_rejected_naming_the_field(
 
 async def test_what_cdo_no_longer_bounds_is_accepted(cluster: Cluster) -> None:
     # numNodes is NVIDIA's field and bounds nothing here; a gang need not be whole slices.
-    await cluster.create_domain("many", "many-rct", numNodes=9, gang={"size": 8})
+    await cluster.create_domain("many", "many-rct", num_nodes=9, gang={"size": 8})
     await cluster.create_domain("ragged", "ragged-rct", gang={"size": 10, "sliceSize": 4})
     await cluster.create_domain("spread", "spread-rct", gang={"nodes": 4})
     for name in ("many", "ragged", "spread"):
         assert await cluster.domain(name) is not None
 
 
-async def test_template_name_and_allocation_mode_are_immutable(cluster: Cluster) -> None:
-    await cluster.create_domain("d", "d-rct", numNodes=2)
+@pytest.mark.parametrize(
+    "resource", [COMPUTE_DOMAINS, COMPUTE_DOMAINS_V1BETA1], ids=["v1beta2", "v1beta1"]
+)
+async def test_template_name_and_allocation_mode_are_immutable(
+    cluster: Cluster, resource: Any
+) -> None:
+    await cluster.create_domain("d", "d-rct", num_nodes=2)
     for patch, field in [
         ({"channel": {"resourceClaimTemplate": {"name": "other"}}}, "resourceClaimTemplate.name"),
         ({"channel": {"allocationMode": "All"}}, "allocationMode"),
     ]:
         with pytest.raises(KubeApiError) as caught:
-            await cluster.client.patch(COMPUTE_DOMAINS, "d", {"spec": patch}, namespace=NAMESPACE)
+            await cluster.client.patch(resource, "d", {"spec": patch}, namespace=NAMESPACE)
         assert caught.value.code == 422
         assert f"spec.channel.{field} is immutable" in caught.value.message
     # numNodes is not part of the channel and may change (cdo does not use it).
-    await cluster.client.patch(COMPUTE_DOMAINS, "d", {"spec": {"numNodes": 3}}, namespace=NAMESPACE)
+    await cluster.client.patch(
+        COMPUTE_DOMAINS_V1BETA1, "d", {"spec": {"numNodes": 3}}, namespace=NAMESPACE
+    )
 
 
 async def test_placement_channel_must_exist(cluster: Cluster) -> None:

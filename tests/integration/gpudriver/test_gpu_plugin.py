@@ -2,7 +2,7 @@
 plugins_registry directory, publishes one device per GPU of the node's simulated NVML with
 NVIDIA's attributes and capacity, prepares and unprepares claims allocated its GPUs (CDI spec
 written, then removed), refuses a claim holding another node's GPU, and taints a GPU's device
-after an XID."""
+after an XID where the cluster's release honours device taints."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from sim.gpudriver import GpuKubeletPlugin
 from sim.nvml import SimulatedNvml, bound_context
 from sim.topology import Node, parse_topology
 from tests.integration.kubeletapi.helpers import running_watcher
+from tests.support.releases import at_release
 from tests.support.wait import wait_for
 
 TOPOLOGY = """
@@ -55,8 +56,14 @@ class Running(msgspec.Struct, frozen=True, kw_only=True, dict=True):
 
 
 @pytest.fixture
+def publish_taints() -> bool:
+    """Whether the cluster's release honours device taints (parametrize to change)."""
+    return True
+
+
+@pytest.fixture
 async def running(
-    kube_client: KubeClient, topology_node: Node, node_root: Path
+    kube_client: KubeClient, topology_node: Node, node_root: Path, publish_taints: bool
 ) -> AsyncIterator[Running]:
     await kube_client.create(NODES, {"metadata": {"name": topology_node.name}})
     await kube_client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
@@ -66,6 +73,7 @@ async def running(
         client=kube_client,
         kubelet_root=node_root,
         cdi_root=node_root / "cdi",
+        publish_taints=publish_taints,
     )
     task = asyncio.create_task(plugin.run(), context=bound_context(nvml))
     try:
@@ -209,3 +217,22 @@ async def test_an_xid_taints_the_gpus_device(running: Running) -> None:
         "gpu-2": [("gpu.nvidia.com/xid", "13", "None")],
         "gpu-3": [],
     }
+
+
+@pytest.mark.parametrize(
+    ("emulator_config", "publish_taints"),
+    [pytest.param(at_release("1.35")[0], False, id="1.35")],
+)
+async def test_where_device_taints_are_off_an_xid_leaves_the_slice_alone(
+    running: Running,
+) -> None:
+    await wait_published(running)
+    running.nvml.raise_xid(1, 79)
+    await wait_for(lambda: running.plugin.ledger.taints(1) or None, timeout=10, what="XID seen")
+    publisher = running.plugin.publisher
+    assert publisher is not None
+    await publisher.sync()  # a pass after the XID: nothing to write
+    raw = await running.client.get(RESOURCE_SLICES, slice_name(running.node.name, GPU_DRA_DRIVER))
+    spec = msgspec.json.decode(raw)["spec"]
+    assert spec["pool"]["generation"] == 0  # never rewritten
+    assert all("taints" not in device for device in spec["devices"])

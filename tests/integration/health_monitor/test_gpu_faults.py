@@ -12,7 +12,6 @@ from shared.kube.client import KubeClient
 from shared.kube.models import DeviceTaintRule
 from shared.kube.resources import DEVICE_TAINT_RULES, RESOURCE_SLICES
 from shared.kubeletapi.podresources import PodResourcesClient
-from sim.kubeapi import KubeServer
 from sim.kubelet import KubeletSettings, SimulatedKubelet
 from sim.topology import Cluster
 from tests.integration.health_monitor.harness import MonitorFactory
@@ -89,29 +88,6 @@ async def test_a_fatal_fault_of_one_dra_gpu_is_a_device_taint_rule_not_a_node_ta
 
         await wait_for(cleared, what="the DeviceTaintRule deleted after the hold-down")
         assert await h.fault_taint() is None
-
-
-async def test_without_device_taint_rules_a_fault_of_one_dra_gpu_taints_the_node(
-    start_monitor: MonitorFactory, kube_client: KubeClient, emulator: KubeServer
-) -> None:
-    # Every release before 1.37 serves no DeviceTaintRule at resource.k8s.io/v1.
-    emulator.api.registry.remove("resource.k8s.io", "v1", "devicetaintrules")
-    async with start_monitor(5) as h:
-        await publish_gpus(kube_client, h.name)
-        await h.settled()
-        h.sim.raise_xid(2, 79)
-
-        async def tainted() -> bool:
-            taint = await h.fault_taint()
-            return taint is not None and taint.effect == "NoExecute"
-
-        await wait_for(tainted, what="the node's NoExecute fault taint instead of a rule")
-        fault: NodeFault = (await wait_for(lambda: h.some_faults(1), what="NodeFault"))[0]
-        assert (fault.gpu_index, fault.code) == (2, 79)
-        assert fault.scope != "gpu"
-        api = "devicetaintrules.resource.k8s.io/v1"
-        served = h.metrics.registry.get_sample_value("cdo_optional_api_served", {"api": api})
-        assert served == 0
 
 
 async def test_a_node_level_fault_still_taints_a_dra_node(

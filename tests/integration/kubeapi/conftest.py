@@ -36,6 +36,12 @@ def kube_config() -> ServerConfig:
     return ServerConfig(bookmark_interval_s=0.2)
 
 
+def with_beta_apis() -> ServerConfig:
+    """The default settings with DRA's beta versions served too (v1beta1, v1beta2), as
+    kube-apiserver's ``--runtime-config=api/beta=true`` does."""
+    return ServerConfig(bookmark_interval_s=0.2, runtime_config={"api/beta": True})
+
+
 @pytest.fixture
 async def kube(kube_config: ServerConfig, tmp_path: Path) -> AsyncIterator[KubeServer]:
     async with serve(config=kube_config, kubeconfig=tmp_path / "kubeconfig") as server:

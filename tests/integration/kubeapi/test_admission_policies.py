@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kubeapi import KubeServer
+import pytest
 
-from .conftest import Http, Kubectl
+from sim.kubeapi import KubeServer, ServerConfig
+
+from .conftest import Http, Kubectl, with_beta_apis
+
+
+@pytest.fixture
+def kube_config() -> ServerConfig:
+    """DRA's beta versions served too: some tests here read and write them."""
+    return with_beta_apis()
+
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 POLICIES = f"{ADMISSION}/validatingadmissionpolicies"

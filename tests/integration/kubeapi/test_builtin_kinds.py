@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from .conftest import Http
+from sim.kubeapi import ServerConfig
+
+from .conftest import Http, with_beta_apis
+
+
+@pytest.fixture
+def kube_config() -> ServerConfig:
+    """DRA's beta versions served too: some tests here read and write them."""
+    return with_beta_apis()
+
 
 PODS = "/api/v1/namespaces/default/pods"
 MERGE = "application/merge-patch+json"

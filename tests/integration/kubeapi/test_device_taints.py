@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import Http
+import pytest
+
+from sim.kubeapi import ServerConfig
+
+from .conftest import Http, with_beta_apis
+
+
+@pytest.fixture
+def kube_config() -> ServerConfig:
+    """DRA's beta versions served too: some tests here read and write them."""
+    return with_beta_apis()
+
 
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"

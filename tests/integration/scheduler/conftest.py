@@ -10,6 +10,7 @@ import pytest
 
 from shared.kube.client import KubeClient
 from shared.kube.informer import InformerSettings
+from sim.release import DeviceTaintSupport
 from sim.scheduler import Scheduler, SchedulerSettings
 
 FAST = SchedulerSettings(
@@ -26,10 +27,18 @@ def scheduler_settings() -> SchedulerSettings:
 
 
 @pytest.fixture
+def device_taints() -> DeviceTaintSupport:
+    """The release's device taints (the newest's); parametrize with ``emulator_config``."""
+    return DeviceTaintSupport()
+
+
+@pytest.fixture
 async def scheduler(
-    kube_client: KubeClient, scheduler_settings: SchedulerSettings
+    kube_client: KubeClient,
+    scheduler_settings: SchedulerSettings,
+    device_taints: DeviceTaintSupport,
 ) -> AsyncIterator[Scheduler]:
-    scheduler = Scheduler(kube_client, settings=scheduler_settings)
+    scheduler = Scheduler(kube_client, settings=scheduler_settings, device_taints=device_taints)
     task = asyncio.create_task(scheduler.run())
     await asyncio.wait_for(scheduler.wait_ready(), timeout=10)
     yield scheduler

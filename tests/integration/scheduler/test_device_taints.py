@@ -1,9 +1,14 @@
 """DRA device taints: the scheduler allocates no device with an untolerated NoSchedule or
-NoExecute taint, from the ResourceSlice or from a DeviceTaintRule; a tolerating request may."""
+NoExecute taint, from the ResourceSlice or from a DeviceTaintRule; a tolerating request may.
+At older releases it reads rules where the release serves them, and runs without them where
+it does not."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import msgspec
+import pytest
 
 from shared.kube.client import KubeClient
 from shared.kube.resources import DEVICE_TAINT_RULES
@@ -23,6 +28,7 @@ from tests.integration.scheduler.cluster import (
     wait_bound,
     wait_unschedulable,
 )
+from tests.support.releases import at_release, rules_opted_in
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
@@ -112,3 +118,39 @@ async def test_deleting_the_rule_frees_the_device(
     await kube_client.delete(DEVICE_TAINT_RULES, "gpu-1-fault")
     assert await wait_bound(kube_client, "a") == "n1"
     assert await allocated_device(kube_client, "a") == "gpu-1"
+
+
+@pytest.mark.parametrize(
+    ("emulator_config", "device_taints"),
+    [pytest.param(*rules_opted_in("1.36"), id="1.36")],
+)
+async def test_at_1_36_rules_are_read_at_v1beta2(
+    kube_client: KubeClient, scheduler: Scheduler
+) -> None:
+    beta = msgspec.structs.replace(DEVICE_TAINT_RULES, version="v1beta2")
+    assert scheduler.taint_rules is not None and scheduler.taint_rules.resource == beta
+    await one_node_two_gpus(kube_client, gpu0_taints=[])
+    body = {**rule("gpu-0-fault", "gpu-0", FAULT), "apiVersion": beta.api_version}
+    await kube_client.create(beta, body)
+    await create_claim(kube_client, gpu_claim("a"))
+    await create_pod(kube_client, pod("a", claims=[{"name": "gpu", "resourceClaimName": "a"}]))
+    assert await wait_bound(kube_client, "a") == "n1"
+    assert await allocated_device(kube_client, "a") == "gpu-1"
+
+
+@pytest.mark.parametrize(
+    ("emulator_config", "device_taints"), [pytest.param(*at_release("1.35"), id="1.35")]
+)
+async def test_at_1_35_the_scheduler_runs_without_rules_and_taints_do_not_count(
+    kube_client: KubeClient, scheduler: Scheduler
+) -> None:
+    # Ready (the fixture waited) without watching DeviceTaintRules, which 1.35 does not serve.
+    assert scheduler.taint_rules is None
+    await one_node_two_gpus(kube_client, gpu0_taints=[FAULT])  # the server drops the taint
+    await create_claim(kube_client, gpu_claim("a"))
+    await create_claim(kube_client, gpu_claim("b"))
+    for name in ("a", "b"):
+        claims = [{"name": "gpu", "resourceClaimName": name}]
+        await create_pod(kube_client, pod(name, claims=claims))
+        assert await wait_bound(kube_client, name) == "n1"
+    assert {await allocated_device(kube_client, n) for n in ("a", "b")} == {"gpu-0", "gpu-1"}

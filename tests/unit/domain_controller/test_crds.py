@@ -37,9 +37,20 @@ SEED: dict[str, Any] = {
 }
 
 
-def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+def schema_of(crd: dict[str, Any], version: str = "") -> dict[str, Any]:
+    """The schema of ``version``, by default the stored one."""
+    versions = crd["spec"]["versions"]
+    chosen = next(v for v in versions if v["name"] == version or (not version and v["storage"]))
+    schema: dict[str, Any] = chosen["schema"]["openAPIV3Schema"]
     return schema
+
+
+def all_schemas() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{crd['metadata']['name']}/{version['name']}", version["schema"]["openAPIV3Schema"])
+        for crd in all_crds()
+        for version in crd["spec"]["versions"]
+    ]
 
 
 def test_committed_yaml_matches_the_code() -> None:
@@ -67,9 +78,9 @@ def walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]
     return found
 
 
-@pytest.mark.parametrize("crd", all_crds(), ids=lambda crd: crd["metadata"]["name"])
-def test_schema_is_structural(crd: dict[str, Any]) -> None:
-    for path, node in walk(schema_of(crd)):
+@pytest.mark.parametrize(("name", "schema"), all_schemas(), ids=[n for n, _ in all_schemas()])
+def test_schema_is_structural(name: str, schema: dict[str, Any]) -> None:
+    for path, node in walk(schema):
         assert "type" in node, f"{path} has no type"
         assert "nullable" not in node and "anyOf" not in node and "$ref" not in node, path
         if node.get("x-kubernetes-list-type") == "map":
@@ -80,15 +91,32 @@ def test_schema_is_structural(crd: dict[str, Any]) -> None:
 def test_names_columns_and_subresources() -> None:
     domain = compute_domain_crd()
     assert domain["metadata"]["name"] == "computedomains.resource.nvidia.com"
-    version = domain["spec"]["versions"][0]
-    assert (version["name"], version["subresources"]) == ("v1beta1", {"status": {}})
-    columns = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
-    assert columns == [
-        ("Status", ".status.status"),
-        ("Clique", ".status.clique"),
-        ("Channel", ".status.channel"),
-        ("Age", ".metadata.creationTimestamp"),
-    ]
+    versions = [(v["name"], v["served"], v["storage"]) for v in domain["spec"]["versions"]]
+    assert versions == [("v1beta1", True, False), ("v1beta2", True, True)]
+    assert COMPUTE_DOMAINS.version == "v1beta2"
+    for version in domain["spec"]["versions"]:
+        assert version["subresources"] == {"status": {}}
+        columns = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+        assert columns == [
+            ("Status", ".status.status"),
+            ("Clique", ".status.clique"),
+            ("Channel", ".status.channel"),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    assert domain["spec"]["conversion"] == {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {
+                "service": {
+                    "namespace": "cdo-system",
+                    "name": "cdo-clique-allocator",
+                    "path": "/convert",
+                    "port": 443,
+                }
+            },
+        },
+    }
     placement = placement_crd()
     assert placement["metadata"]["name"] == "placements.cdo.dev"
     assert placement["spec"]["versions"][0]["name"] == "v1alpha1"
@@ -96,11 +124,22 @@ def test_names_columns_and_subresources() -> None:
 
 
 def test_the_seed_manifest_fits_the_schema_and_decodes() -> None:
-    jsonschema.validate(SEED, schema_of(compute_domain_crd()))
-    domain = msgspec.convert(SEED, ComputeDomain)
+    jsonschema.validate(SEED, schema_of(compute_domain_crd(), "v1beta1"))
+    stored = {**SEED, "apiVersion": "resource.nvidia.com/v1beta2"}
+    jsonschema.validate(stored, schema_of(compute_domain_crd()))
+    domain = msgspec.convert(stored, ComputeDomain)
     assert domain.template_name == "training-domain-1-rct"
     assert domain.spec.channel.allocation_mode == "Single"
-    assert domain.spec.num_nodes is None and domain.spec.gang is None
+    assert domain.spec.gang is None
+
+
+def test_the_two_versions_differ_only_in_num_nodes() -> None:
+    old = schema_of(compute_domain_crd(), "v1beta1")
+    new = schema_of(compute_domain_crd(), "v1beta2")
+    old_spec = dict(old["properties"]["spec"]["properties"])
+    assert old_spec.pop("numNodes")["maximum"] == 100_000
+    assert old_spec == new["properties"]["spec"]["properties"]
+    assert old["properties"]["status"] == new["properties"]["status"]
 
 
 def test_only_marked_defaults_reach_the_schema() -> None:

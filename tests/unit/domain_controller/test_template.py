@@ -35,9 +35,9 @@ def as_template(body: dict[str, Any], **meta: Any) -> ResourceClaimTemplate:
     return msgspec.convert(body, ResourceClaimTemplate)
 
 
-def owner(uid: str, name: str = "train") -> dict[str, Any]:
+def owner(uid: str, name: str = "train", version: str = "v1beta2") -> dict[str, Any]:
     return {
-        "apiVersion": "resource.nvidia.com/v1beta1",
+        "apiVersion": f"resource.nvidia.com/{version}",
         "kind": "ComputeDomain",
         "name": name,
         "uid": uid,
@@ -169,3 +169,15 @@ def test_allocation_mode_all_is_treated_as_single() -> None:
     schema = served["schema"]["openAPIV3Schema"]
     mode = schema["properties"]["spec"]["properties"]["channel"]["properties"]["allocationMode"]
     assert "treated as Single" in mode["description"]
+
+
+def test_a_template_owned_through_the_older_version_is_ours_and_its_reference_renewed() -> None:
+    """Templates written when the domain was read as v1beta1 (an older cdo) keep their owner."""
+    body = desired_template(DOMAIN)
+    older = {**owner("uid-1", version="v1beta1"), "blockOwnerDeletion": True}
+    template = as_template({**body, "metadata": {**body["metadata"], "ownerReferences": [older]}})
+    assert ownership(template, DOMAIN, owner_alive=alive()).kind == "ours"
+    repair = metadata_repair(template, DOMAIN)
+    assert repair == {
+        "metadata": {"ownerReferences": [{**owner("uid-1"), "blockOwnerDeletion": True}]}
+    }

@@ -21,6 +21,7 @@ from sim.kubeapi.kinds.admissionpolicies import (
     ValidatingAdmissionPolicyBindingStrategy,
     ValidatingAdmissionPolicyStrategy,
 )
+from sim.kubeapi.releases import Release
 from sim.kubeapi.storage.resources import Registry, ResourceType
 from sim.kubeapi.validation import policy_cel
 from sim.kubeapi.validation.policy_cel import Activation, EvaluationError, Variable
@@ -28,8 +29,9 @@ from sim.kubeapi.validation.policy_cel import Activation, EvaluationError, Varia
 
 @pytest.fixture(scope="module")
 def registry() -> Registry:
+    """The built-in types with DRA's beta versions served too (a type served at two versions)."""
     out = Registry()
-    register_builtins(out)
+    register_builtins(out, Release.of(runtime_config={"api/beta": True}))
     return out
 
 

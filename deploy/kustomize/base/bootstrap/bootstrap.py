@@ -10,8 +10,9 @@ do writes nothing:
 3. every serving certificate of :data:`SERVING_CERTIFICATES`, one per webhook Service the API
    server calls: issued for ``<service>.<namespace>.svc``, and the CA written into the caBundle
    of the webhook configurations and CRD conversion webhooks that call it (today the
-   allocator's ``cdo-clique-allocator-webhook-tls`` and the MutatingWebhookConfiguration
-   ``cdo-clique-allocator``);
+   allocator's ``cdo-clique-allocator-webhook-tls``, for its pod webhook, the
+   MutatingWebhookConfiguration ``cdo-clique-allocator``, and its ComputeDomain conversion
+   webhook, of the CRD ``computedomains.resource.nvidia.com``);
 4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
    servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
    (the one identity every IMEX daemon presents to its peers, checked against the name
@@ -54,6 +55,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from msgspec import Meta
 
+from shared.crds.install import CRDS
 from shared.errors import ConfigError
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -70,19 +72,12 @@ MUTATING_WEBHOOKS = Resource(
     kind="MutatingWebhookConfiguration",
     namespaced=False,
 )
-CUSTOM_RESOURCE_DEFINITIONS = Resource(
-    group="apiextensions.k8s.io",
-    version="v1",
-    plural="customresourcedefinitions",
-    kind="CustomResourceDefinition",
-    namespaced=False,
-)
-
 NATS_USERS_SECRET = "cdo-nats-users"
 CA_SECRET = "cdo-ca"
 WEBHOOK_SECRET = "cdo-clique-allocator-webhook-tls"
 WEBHOOK_SERVICE = "cdo-clique-allocator"
 WEBHOOK_CONFIGURATION = "cdo-clique-allocator"
+CONVERSION_CRD = "computedomains.resource.nvidia.com"
 NATS_TLS_SECRET = "cdo-nats-tls"
 NATS_SERVICE = "cdo-nats"
 NATS_STATEFULSET = "cdo-nats"
@@ -125,6 +120,7 @@ SERVING_CERTIFICATES: tuple[ServingCertificate, ...] = (
         secret=WEBHOOK_SECRET,
         service=WEBHOOK_SERVICE,
         webhook_configurations=(WEBHOOK_CONFIGURATION,),
+        conversion_crds=(CONVERSION_CRD,),
     ),
 )
 
@@ -148,36 +144,6 @@ class BootstrapSettings(Settings, frozen=True, kw_only=True):
 
 class _Secret(msgspec.Struct, kw_only=True):
     data: dict[str, str] = {}
-
-
-class _ClientConfig(msgspec.Struct, kw_only=True, rename="camel"):
-    ca_bundle: str = ""
-
-
-class _Webhook(msgspec.Struct, kw_only=True, rename="camel"):
-    name: str
-    client_config: _ClientConfig = msgspec.field(default_factory=_ClientConfig)
-
-
-class _WebhookConfiguration(msgspec.Struct, kw_only=True):
-    webhooks: list[_Webhook] = []
-
-
-class _ConversionWebhook(msgspec.Struct, kw_only=True, rename="camel"):
-    client_config: _ClientConfig = msgspec.field(default_factory=_ClientConfig)
-
-
-class _Conversion(msgspec.Struct, kw_only=True):
-    strategy: str = "None"
-    webhook: _ConversionWebhook | None = None
-
-
-class _CrdSpec(msgspec.Struct, kw_only=True):
-    conversion: _Conversion = msgspec.field(default_factory=_Conversion)
-
-
-class _Crd(msgspec.Struct, kw_only=True):
-    spec: _CrdSpec
 
 
 # -- certificates (pure) ---------------------------------------------------------------------
@@ -332,6 +298,55 @@ def issuer_still_good(data: Mapping[str, bytes]) -> bool:
 # -- the API side ----------------------------------------------------------------------------
 
 
+def _client_configs(obj: Mapping[str, Any]) -> list[tuple[str, str, Any, Mapping[str, Any]]]:
+    """Each webhook clientConfig of ``obj`` (every webhook of a webhook configuration, the
+    conversion webhook of a CRD): its path, the path and value that identify its place, and
+    the clientConfig itself."""
+    places: list[tuple[str, str, Any, Mapping[str, Any]]] = []
+    for index, webhook in enumerate(obj.get("webhooks") or ()):
+        places.append(
+            (
+                f"/webhooks/{index}/clientConfig",
+                f"/webhooks/{index}/name",
+                webhook.get("name"),
+                webhook.get("clientConfig") or {},
+            )
+        )
+    conversion = (obj.get("spec") or {}).get("conversion") or {}
+    if conversion.get("strategy") == "Webhook":
+        places.append(
+            (
+                "/spec/conversion/webhook/clientConfig",
+                "/spec/conversion/strategy",
+                "Webhook",
+                (conversion.get("webhook") or {}).get("clientConfig") or {},
+            )
+        )
+    return places
+
+
+def ca_bundle_patch(obj: Mapping[str, Any], bundle: str) -> list[dict[str, Any]]:
+    """A JSON patch writing ``bundle`` into each webhook clientConfig of ``obj`` that lacks it.
+    Each addition is guarded by a ``test`` of what identifies its place, so a concurrent change
+    fails the patch instead of landing elsewhere."""
+    patch: list[dict[str, Any]] = []
+    for path, guard, value, client in _client_configs(obj):
+        if client.get("caBundle") == bundle:
+            continue
+        patch.append({"op": "test", "path": guard, "value": value})
+        patch.append({"op": "add", "path": f"{path}/caBundle", "value": bundle})
+    return patch
+
+
+def _bundle_patch(raw: bytes | None, what: str, bundle: str) -> list[dict[str, Any]]:
+    if raw is None:
+        raise ConfigError(f"{what} not found")
+    found: dict[str, Any] = msgspec.json.decode(raw)
+    if not _client_configs(found):
+        raise ConfigError(f"{what} has no webhook to trust the CA (a conversion webhook for a CRD)")
+    return ca_bundle_patch(found, bundle)
+
+
 def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
@@ -440,55 +455,29 @@ class Bootstrap:
         """The webhook's certificate, and its CA where the API server reads it."""
         names = service_names(certificate.service, self._namespace)
         await self.leaf(certificate.secret, ca=ca, names=names, client=False, now=now)
-        for configuration in certificate.webhook_configurations:
-            await self.webhook_ca_bundle(configuration, ca)
-        for crd in certificate.conversion_crds:
-            await self.conversion_ca_bundle(crd, ca)
-
-    async def webhook_ca_bundle(self, name: str, ca: KeyPair) -> None:
-        """Write the CA into every webhook of a MutatingWebhookConfiguration that lacks it."""
-        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, name)
-        if raw is None:
-            raise ConfigError(f"MutatingWebhookConfiguration {name} not found")
-        configuration = msgspec.json.decode(raw, type=_WebhookConfiguration)
         bundle = _b64(ca.cert)
-        patch: list[dict[str, Any]] = []
-        for index, webhook in enumerate(configuration.webhooks):
-            if webhook.client_config.ca_bundle == bundle:
-                continue
-            patch.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
-            patch.append(
-                {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle}
-            )
+        for configuration in certificate.webhook_configurations:
+            await self.webhook_ca_bundle(configuration, bundle)
+        for crd in certificate.conversion_crds:
+            await self.conversion_ca_bundle(crd, bundle)
+
+    async def webhook_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in every webhook of a MutatingWebhookConfiguration that lacks it."""
+        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, name)
+        patch = _bundle_patch(raw, f"{MUTATING_WEBHOOKS.kind} {name}", bundle)
         if patch:
             await self._client.patch(
                 MUTATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
             )
             log.info("caBundle of %s written", name)
 
-    async def conversion_ca_bundle(self, name: str, ca: KeyPair) -> None:
-        """Write the CA into a CustomResourceDefinition's conversion webhook, if it lacks it."""
-        raw = await self._client.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name)
-        if raw is None:
-            raise ConfigError(f"CustomResourceDefinition {name} not found")
-        conversion = msgspec.json.decode(raw, type=_Crd).spec.conversion
-        if conversion.strategy != "Webhook" or conversion.webhook is None:
-            raise ConfigError(f"CustomResourceDefinition {name} has no conversion webhook")
-        bundle = _b64(ca.cert)
-        if conversion.webhook.client_config.ca_bundle == bundle:
-            return
-        patch = [
-            {"op": "test", "path": "/spec/conversion/strategy", "value": "Webhook"},
-            {
-                "op": "add",
-                "path": "/spec/conversion/webhook/clientConfig/caBundle",
-                "value": bundle,
-            },
-        ]
-        await self._client.patch(
-            CUSTOM_RESOURCE_DEFINITIONS, name, patch, patch_type="json", field_manager=MANAGER
-        )
-        log.info("conversion caBundle of %s written", name)
+    async def conversion_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in a CustomResourceDefinition's conversion webhook, if it lacks it."""
+        raw = await self._client.get_or_none(CRDS, name)
+        patch = _bundle_patch(raw, f"{CRDS.kind} {name}", bundle)
+        if patch:
+            await self._client.patch(CRDS, name, patch, patch_type="json", field_manager=MANAGER)
+            log.info("conversion caBundle of %s written", name)
 
     async def restart_nats(self, now: dt.datetime) -> None:
         """Roll the NATS servers so that they read their new certificate (nats-server reads it

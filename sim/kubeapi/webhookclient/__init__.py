@@ -1,0 +1,1 @@
+"""Calling webhooks as kube-apiserver does: shared by admission and CRD conversion."""
