@@ -31,6 +31,14 @@ the domain moving on each time), until it is Ready in another clique; ``failover
 time less the grace. The fabric comes back after each run, within the IMEX agents' leave grace,
 so ``failover_imex_restarts`` (the node host's count over the scenario) is 0 too.
 
+and nats-outage (bench/_e2e_outage.py): the nats-server stopped, the domain controller and the
+clique allocator SIGKILLed and started again by their control plane without NATS, then the seed
+workload (a) applied --runs times in a namespace of its own, each run also creating a pod whose
+claim template names another driver's DeviceClass; ``nats_outage_ready_p50_s`` is its time to
+Ready (target: within 1.5x of (a)), ``nats_outage_refused_pods`` the pods the API server refused
+meanwhile (the workload controllers' FailedCreate Events, and the other driver's pods; must be
+0). NATS then starts again on the same port and store.
+
 The bench's system runs its health monitors with CDO_HEALTH_XID_LATCH_S=6,
 CDO_HEALTH_HOLD_DOWN_S=3 and CDO_HEALTH_BREAKER_WINDOW_S=5 (unless the environment sets them),
 and says so: with the defaults a faulted node keeps its taint for 330 s and counts against the
@@ -48,6 +56,7 @@ slices stops the bench with SliceMismatchError (without the recorded move, Failo
     python -m bench.e2e --size full --runs 3 --fault-runs 2    # the 4-rack figures (p50 of 3)
     python -m bench.e2e --scenarios fault,failover --fault-runs 4 --failover-runs 3
     python -m bench.e2e --scenarios seed --runs 5 --kubernetes-version 1.34
+    python -m bench.e2e --scenarios seed,nats-outage --runs 3
 
 ``--kubernetes-version`` (with ``--feature-gates`` and ``--runtime-config``, as ``cdo sim up``
 takes them) runs the whole system at another release; the RESULT keys stay the same, the table's
@@ -58,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shutil
 import statistics
@@ -65,12 +75,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._e2e_failover import Failover, lose_clique
 from bench._e2e_fault import FATAL_XID, Recovery, heal, inject_and_recover, split_restarts
+from bench._e2e_outage import (
+    admit_other_pod,
+    other_driver_template,
+    refused_pods,
+    restart_control_plane,
+    start_nats,
+    stop_nats,
+)
 from bench._e2e_probe import Look, check_slices, done, look, placements_in, poll
 from bench._e2e_workloads import (
     FAILOVER_GRACE_S,
@@ -86,6 +104,7 @@ from bench._e2e_workloads import (
 from bench._e2e_workloads import seed as seed_scenario
 from bench._e2e_workloads import slices as slices_scenario
 from shared.kube.client import KubeClient
+from shared.kube.resources import RESOURCE_CLAIM_TEMPLATES
 from sim import control as simctl
 from sim.control.state import require_cluster
 from sim.kubeapi.releases import NEWEST_RELEASE
@@ -96,6 +115,8 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 ANCHOR_256_S = 480.0
 ANCHOR = "NVIDIA k8s-dra-driver-gpu issue #816"
 TARGETS_S = {"seed": 3.0, "slices256": 10.0, "whole_cluster": 10.0, "lws_groups_ready": 5.0}
+NATS_OUTAGE_TARGET = 1.5
+"""nats-outage's p50 to Ready, as a multiple of the seed scenario's."""
 FAILOVER_TARGET_S = 5.0
 """Failover beyond the grace: fabric loss to Ready in another clique, less graceSeconds."""
 
@@ -198,11 +219,20 @@ class Bench:
 
 
 async def measure(
-    bench: Bench, scenario: Scenario, *, runs: int, timeout_s: float, say: Callable[[str], None]
+    bench: Bench,
+    scenario: Scenario,
+    *,
+    runs: int,
+    timeout_s: float,
+    say: Callable[[str], None],
+    before_run: Callable[[int], Awaitable[None]] | None = None,
 ) -> Samples:
+    """``runs`` timed applies of ``scenario``, each deleted again; ``before_run(run)`` first."""
     samples = Samples(scenario)
     manifest = await bench.prepare(scenario)
     for run in range(1, runs + 1):
+        if before_run is not None:
+            await before_run(run)
         try:
             seconds = await bench.apply_until_done(scenario, manifest, timeout_s)
         except TimeoutError as exc:
@@ -272,6 +302,49 @@ async def measure_faults(
 
 
 @dataclass
+class OutageResults:
+    samples: Samples
+    refused_pods: int = 0
+
+
+async def measure_nats_outage(
+    bench: Bench, *, runs: int, timeout_s: float, say: Callable[[str], None]
+) -> OutageResults:
+    """The seed workload, with NATS down and the control plane restarted without it."""
+    scenario = dataclasses.replace(
+        seed_scenario(namespace="e2e-nats-outage"),
+        key="nats_outage",
+        title="nats-outage: (a) with NATS down",
+    )
+    nats = await stop_nats(bench.state_dir)
+    others_refused = 0
+
+    async def other_driver_pod(run: int) -> None:
+        # A pod of another DRA driver, created as each run starts: never refused.
+        nonlocal others_refused
+        if run == 1:
+            await bench.client.create(
+                RESOURCE_CLAIM_TEMPLATES,
+                other_driver_template(scenario.namespace),
+                namespace=scenario.namespace,
+            )
+        if not await admit_other_pod(bench.client, f"other-{run}", scenario.namespace):
+            others_refused += 1
+
+    try:
+        await restart_control_plane(bench.state_dir, timeout_s=timeout_s)
+        say("  nats-outage: NATS stopped, control plane restarted without it")
+        samples = await measure(
+            bench, scenario, runs=runs, timeout_s=timeout_s, say=say, before_run=other_driver_pod
+        )
+        refused = others_refused + await refused_pods(bench.client, scenario.namespace)
+    finally:
+        start_nats(bench.state_dir, nats)
+    say(f"  nats-outage: NATS started again; pods refused meanwhile: {refused}")
+    return OutageResults(samples=samples, refused_pods=refused)
+
+
+@dataclass
 class FailoverResults:
     failovers: list[Failover] = field(default_factory=list)
     restarts: dict[str, int] = field(default_factory=dict)
@@ -333,6 +406,7 @@ def report(
     failover: FailoverResults | None = None,
     health: dict[str, str] | None = None,
     kubernetes_version: str = NEWEST_RELEASE,
+    outage: OutageResults | None = None,
 ) -> list[str]:
     """The table and the RESULT line."""
     recoveries = faults.recoveries
@@ -359,6 +433,15 @@ def report(
                 sample.timeouts,
                 target=f"< {TARGETS_S[key]:.0f} s" if key in TARGETS_S else "",
                 anchor=f"~{ANCHOR_256_S:.0f} s" if key == "slices256" else "",
+            )
+        )
+    if outage is not None:
+        lines.append(
+            _row(
+                outage.samples.scenario.title,
+                outage.samples.seconds,
+                outage.samples.timeouts,
+                target=f"{NATS_OUTAGE_TARGET}x (a)",
             )
         )
     fault_p50 = statistics.median(r.recovered_s for r in recoveries) if recoveries else 0.0
@@ -409,6 +492,20 @@ def report(
         if key in by_key:
             verdict = "met" if by_key[key] < target else "MISSED"
             lines.append(f"target {key} < {target:.0f} s: {verdict} (p50 {by_key[key]:.2f} s)")
+    outage_p50 = outage.samples.p50 if outage is not None else 0.0
+    if outage is not None:
+        lines.append(
+            f"nats-outage: the control plane restarted without NATS; pods refused while NATS was "
+            f"down: {outage.refused_pods} (the workload controllers' FailedCreate Events and "
+            "another driver's pods)"
+        )
+        if "seed" in by_key:
+            bound = NATS_OUTAGE_TARGET * by_key["seed"]
+            verdict = "met" if outage_p50 <= bound and not outage.refused_pods else "MISSED"
+            lines.append(
+                f"target nats-outage <= {NATS_OUTAGE_TARGET}x (a) = {bound:.2f} s and no pod "
+                f"refused: {verdict} (p50 {outage_p50:.2f} s, {outage.refused_pods} refused)"
+            )
     if failovers:
         verdict = "met" if failover_p50 < FAILOVER_TARGET_S else "MISSED"
         lines.append(
@@ -426,7 +523,9 @@ def report(
         f"failover_s={failover_p50:.2f} failover_grace_s={FAILOVER_GRACE_S} "
         f"failover_imex_restarts={sum(failover.restarts.values()) if failover else 0} "
         f"lws_groups_ready_p50_s={by_key.get('lws_groups_ready', 0.0):.2f} "
-        f"anchor_256_s={ANCHOR_256_S:.0f}"
+        f"anchor_256_s={ANCHOR_256_S:.0f} "
+        f"nats_outage_ready_p50_s={outage_p50:.2f} "
+        f"nats_outage_refused_pods={outage.refused_pods if outage is not None else 0}"
     )
     return lines
 
@@ -455,7 +554,7 @@ SIZES = {
         TOPOLOGIES_DIR / "e2e-bench.yaml", 4, "4 racks; (c) 256 pods in 4 slices, (d) 72 x 4 GPUs"
     ),
 }
-ROLES = ("seed", "gpu72", "slices", "whole", "lws", "fault", "failover")
+ROLES = ("seed", "gpu72", "slices", "whole", "lws", "fault", "failover", "nats-outage")
 
 
 def scenarios(size: Size) -> dict[str, Scenario]:
@@ -527,6 +626,12 @@ async def run(args: argparse.Namespace) -> list[str]:
                 if "failover" in chosen and args.failover_runs > 0
                 else None
             )
+            # Last: it stops NATS and restarts the control plane.
+            outage = (
+                await measure_nats_outage(bench, runs=args.runs, timeout_s=args.timeout, say=say)
+                if "nats-outage" in chosen
+                else None
+            )
         finally:
             await client.close()
     except BaseException:
@@ -544,6 +649,7 @@ async def run(args: argparse.Namespace) -> list[str]:
         failover=failover,
         health=health,
         kubernetes_version=kubernetes_version,
+        outage=outage,
     )
 
 

@@ -5,6 +5,7 @@ CdoError
 ├── FatalError           the process cannot continue; the supervisor exits non-zero
 │   ├── BusClosedError   the NATS connection closed for good
 │   └── LeadershipLostError  the leader Lease was lost; only a new process may lead again
+├── BusUnavailableError  NATS is not connected now; what needs it is skipped or waits
 ├── EventError           an incoming message that cannot become an event; it is dropped
 │   ├── MalformedEventError   headers or payload do not decode
 │   └── UnknownEventTypeError a ce-type this build does not know
@@ -30,7 +31,13 @@ class FatalError(CdoError):
 
 
 class BusClosedError(FatalError):
-    """The NATS connection closed for good (reconnect attempts exhausted)."""
+    """A short-lived client's NATS connection could not be made or closed for good (its
+    reconnect budget ran out). A service's connection never closes by itself."""
+
+
+class BusUnavailableError(CdoError):
+    """NATS is not connected now (it may be later): reading history or snapshots is skipped,
+    events wait in the outbox. Never a reason to stop."""
 
 
 class LeadershipLostError(FatalError):

@@ -84,6 +84,11 @@ class Metrics:
             "Events sent again because the stream's ack did not arrive in time.",
             registry=r,
         )
+        self.bus_connected = Gauge(
+            "cdo_bus_connected",
+            "1 while connected to NATS (the event feed is up), else 0.",
+            registry=r,
+        )
         self.outbox_events = Gauge(
             "cdo_bus_outbox_events",
             "Published events awaiting the stream's ack.",

@@ -9,8 +9,9 @@ controller and the clique allocator on a real cluster, done for the simulated on
 - installs the CRDs and the ``cdo-system`` namespace (where the leader-election Leases live); the
   ComputeDomain CRD's conversion webhook is the allocator's ``/convert``, by URL on 127.0.0.1
   with the CA below, so ``v1beta1`` requests work once the allocator serves;
-- applies the ServiceAccounts, Roles and bindings rendered from ``deploy/kustomize/base``
-  (:mod:`sim.identities`) and writes each service a kubeconfig of its own,
+- applies the ServiceAccounts, Roles and bindings and the admission policies (the pod gate
+  among them) rendered from ``deploy/kustomize/base`` (:mod:`sim.identities`) and writes each
+  service a kubeconfig of its own,
   ``<state dir>/identities/<service account>.kubeconfig``, with a token of its ServiceAccount
   from the TokenRequest API: each service acts as its own identity, with exactly the RBAC that
   deploy/ ships; with ``--nats-auth`` each also gets a NATS token of its ServiceAccount

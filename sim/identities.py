@@ -1,5 +1,6 @@
-"""cdo's identities on a simulated cluster: the ServiceAccounts, roles and node-restriction policy
-deploy/ ships, and the ServiceAccount tokens each service runs with.
+"""cdo's identities on a simulated cluster: the ServiceAccounts, roles and admission policies
+(node restriction, one pod per channel claim, the pod gate) deploy/ ships, and the
+ServiceAccount tokens each service runs with.
 
     objs = identity_objects(render_base())          # kubectl kustomize deploy/kustomize/base
     await install(admin, objs)                      # what kubectl apply -k does for them
@@ -69,8 +70,9 @@ IDENTITY_KINDS: dict[str, Resource] = {
         )
         for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
     },
-    # The node-restriction policy (deploy/kustomize/base/node-restriction): what keeps each
-    # node's services to their own node's objects, keyed on their tokens' node claim.
+    # The admission policies of the base: node restriction (what keeps each node's services to
+    # their own node's objects, keyed on their tokens' node claim), one pod per channel claim,
+    # and the pod gate (a ComputeDomain's pod only with the allocator's gate).
     **{
         kind: Resource(
             group="admissionregistration.k8s.io",

@@ -6,6 +6,11 @@ pins pods and publishes capacity events. When it becomes leader it reads the cap
 of the KV bucket, queues every domain and every Placement, and runs the reconcile loop and the
 capacity publisher. Losing the Lease raises LeadershipLostError, which ends the process.
 
+Neither the webhook nor placing needs NATS: with NATS down the leader starts without the
+capacity snapshots (and publishes every clique's capacity, into the outbox); every time the bus
+connects while it leads, it reads them again and publishes what differs from the capacity it
+computes from Kubernetes now.
+
 Which changes queue which domains, and which change capacity, is ``routing.py``'s.
 """
 
@@ -35,6 +40,9 @@ from shared.runtime import ServiceContext
 log = logging.getLogger("cdo.clique_allocator")
 
 COMPONENT = "clique-allocator"
+FEED_WAIT_S = 3.0
+"""How long a new leader waits for NATS (a process that just started is connecting) before it
+leads without the snapshots."""
 QUEUE = "placements"
 
 
@@ -88,6 +96,9 @@ class CliqueAllocator(LeaderElectedController):
         )
         self._readiness = ctx.readiness
         self._supervisor = ctx.supervisor
+        self._bus = ctx.bus
+        self._leading = False
+        ctx.bus.when_connected("capacity snapshots", self._catch_up)
 
     def _start_serving(self) -> None:
         if self.webhook is not None:
@@ -95,9 +106,16 @@ class CliqueAllocator(LeaderElectedController):
             self._supervisor.start("webhook", webhook.run())
             self._readiness.add("webhook serving", lambda: webhook.serving)
 
+    async def _catch_up(self) -> None:
+        """The bus (re)connected: bring the capacity snapshots up to date, if leading."""
+        if self._leading and await self.publisher.load():
+            self.publisher.poke()
+
     async def _lead(self) -> None:
         await self.caches.wait_synced()
         self.state.invalidate()
+        self._leading = True
+        await self._bus.up_within(FEED_WAIT_S)
         await self.publisher.load()
         keys = {key_of(domain) for domain in self.caches.domains.cache.objects()}
         keys |= {key_of(placement) for placement in self.caches.placements.cache.objects()}

@@ -19,7 +19,8 @@ class AllocatorMetrics:
         r = metrics.registry
         self.admissions = Counter(
             "cdo_admissions",
-            "Admission reviews answered, by webhook and result (gated, passed, refused, error).",
+            "Admission reviews answered, by webhook and result (gated, passed, undecided: let "
+            "through ungated because the caches or the API could not tell, error).",
             ["webhook", "result"],
             registry=r,
         )

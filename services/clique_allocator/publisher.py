@@ -3,7 +3,9 @@
 Anything that may change capacity pokes the publisher; it waits ``interval_s`` so a burst of
 placements turns into one event per clique with the final state, computes every clique's
 capacity from the current view, and publishes those that differ from what was last published.
-The ledger starts from the KV snapshots, so a new leader publishes only real changes.
+The ledger starts from the KV snapshots, so a new leader publishes only real changes; it is
+loaded again each time the bus connects, so a bucket that missed events (or lost its store) is
+brought up to date with the capacity computed from Kubernetes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from services.clique_allocator.capacity import CapacityLedger, capacity_events
 from services.clique_allocator.state import ClusterState
 from shared.bus import EventBus
+from shared.errors import BusUnavailableError
 from shared.events import CliqueCapacity
 from shared.events.subjects import CLIQUE_SNAPSHOT
 
@@ -35,14 +38,21 @@ class CapacityPublisher:
         """Capacity may have changed."""
         self._wake.set()
 
-    async def load(self) -> None:
-        snapshots = list(await self._bus.snapshots(CLIQUE_SNAPSHOT.wildcard()))
+    async def load(self) -> bool:
+        """Start the ledger from the bucket's snapshots; False (and the ledger as it was)
+        while NATS is down."""
+        try:
+            snapshots = list(await self._bus.snapshots(CLIQUE_SNAPSHOT.wildcard()))
+        except BusUnavailableError:
+            log.warning("NATS is down: publishing capacity without the snapshots")
+            return False
         self.ledger.load(snapshots)
         self.latest = {
             event.clique: event
             for event in snapshots
             if isinstance(event, CliqueCapacity) and event.nodes_total
         }
+        return True
 
     async def publish_changes(self) -> int:
         facts = self._state.facts()

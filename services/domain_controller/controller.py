@@ -5,6 +5,11 @@ caches are synced. Only the holder of the Lease reconciles and writes. When it b
 reads the membership snapshots of the KV bucket (what was last published), collects orphans,
 queues every domain and the DeviceClass, and runs the two reconcile loops. Losing the Lease
 raises LeadershipLostError, which ends the process: a replaced leader must never write again.
+
+NATS is not needed to lead: with NATS down the snapshots are skipped (every domain's membership
+is then published, into the outbox), and every time the bus connects while this replica leads
+the snapshots are read and every domain queued again, so the bucket is brought up to date from
+the domains' state in Kubernetes (and a domain that vanished meanwhile gets its final event).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from services.domain_controller.routing import DEVICE_CLASS_KEY, connect
 from services.domain_controller.settings import DomainControllerSettings
 from services.domain_controller.writes import DomainWrites
 from shared.crds.computedomain import ComputeDomain
+from shared.errors import BusUnavailableError
 from shared.events.subjects import DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
 from shared.kube.controller import LeaderElectedController
@@ -33,6 +39,9 @@ from shared.runtime import ServiceContext
 log = logging.getLogger("cdo.domain_controller")
 
 COMPONENT = "domain-controller"
+FEED_WAIT_S = 3.0
+"""How long a new leader waits for NATS (a process that just started is connecting) before it
+leads without the snapshots."""
 
 
 class DomainController(LeaderElectedController):
@@ -45,6 +54,8 @@ class DomainController(LeaderElectedController):
         super().__init__(ctx, client=client, settings=settings, caches=self.caches)
         ctx.metrics.registry.register(DomainGauges(self.caches.domains.cache.objects))
         self._bus = ctx.bus
+        self._leading = False
+        ctx.bus.when_connected("membership snapshots", self._catch_up)
         self._namespace = settings.namespace
         self.domains = self.work_queue("computedomains")
         self.device_classes = self.work_queue("deviceclasses")
@@ -74,12 +85,41 @@ class DomainController(LeaderElectedController):
             settings=RunnerSettings(workers=1),
         )
 
-    async def _lead(self) -> None:
-        await self.caches.wait_synced()
+    async def _load_published(self) -> bool:
+        """Fill the ledger from the bucket; False (and nothing read) while NATS is down."""
         pattern = DOMAIN_SNAPSHOT.wildcard(
             **({"namespace": self._namespace} if self._namespace else {})
         )
-        self.ledger.load(await self._bus.snapshots(pattern))
+        try:
+            self.ledger.load(await self._bus.snapshots(pattern))
+        except BusUnavailableError:
+            log.warning("NATS is down: leading without the membership snapshots")
+            return False
+        return True
+
+    async def _catch_up(self) -> None:
+        """The bus (re)connected: bring the bucket up to date, if this replica leads."""
+        if not self._leading:
+            return
+        await self.caches.wait_synced()
+        if not await self._load_published():
+            return
+        collected = await collect_orphans(
+            caches=self.caches, writes=self.writes, ledger=self.ledger, reconciler=self.reconciler
+        )
+        domains = self.caches.domains.cache.objects()
+        log.info(
+            "catching up the membership snapshots",
+            extra={"domains": len(domains), "final_events": collected.final_events},
+        )
+        for domain in domains:
+            self.domains.add(key_of(domain))
+
+    async def _lead(self) -> None:
+        await self.caches.wait_synced()
+        self._leading = True
+        await self._bus.up_within(FEED_WAIT_S)
+        await self._load_published()
         collected = await collect_orphans(
             caches=self.caches, writes=self.writes, ledger=self.ledger, reconciler=self.reconciler
         )

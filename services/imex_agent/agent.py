@@ -24,8 +24,6 @@ import logging
 from pathlib import Path
 
 import msgspec
-import nats.errors
-from nats.aio.subscription import Subscription
 from opentelemetry.trace import Tracer
 
 from services.imex_agent.binaries import Imex
@@ -59,12 +57,6 @@ from shared.nvml import (
 )
 
 log = logging.getLogger("cdo.imex_agent")
-
-
-async def _unsubscribe(subscription: Subscription) -> None:
-    # At shutdown the bus drains every subscription before the agent stops.
-    with contextlib.suppress(nats.errors.Error):
-        await subscription.unsubscribe()
 
 
 class NvmlSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,6 +131,9 @@ class ImexAgent:
             publish=self._imex_state_changed,
             metrics=self.metrics,
         )
+        if bus is not None:
+            # After a NATS outage the node's IMEX snapshot is brought up to date.
+            bus.when_connected(f"{self.node} imex state", self.reporter.republish)
         self.metrics.imex_ready.set_function(lambda: float(self.reporter.ready or not self.nvlink))
         self.devices, self.driver, self.plugin = self._dra(client, tracer)
         self.slices: SlicePublisher | None = None
@@ -217,7 +212,7 @@ class ImexAgent:
                 subscription = await self._bus.subscribe(
                     NodeImexState.subject_template.wildcard(), self._on_peer_event
                 )
-                stack.push_async_callback(_unsubscribe, subscription)
+                stack.push_async_callback(subscription.unsubscribe)
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._nvml_loop(), name=f"{self.node} nvml")
                 group.create_task(self.membership.run(group), name=f"{self.node} roster")

@@ -10,7 +10,9 @@ NodeImexState event (a peer that restarts its daemon changes this node's view to
 The domain state and the peers are read over the roster's members (:mod:`status`): the node
 map lists every slot, and IMEX counts the empty ones as nodes that are down.
 
-Every change (see :func:`status.same_report`) is published as a NodeImexState event, and the
+Every change (see :func:`status.same_report`) is published as a NodeImexState event (and the
+current state once more after every connection of the bus, :meth:`StatusReporter.republish`,
+so the KV snapshot of the node is up to date after a NATS outage), and the
 ``cdo.dev/ImexReady`` condition is written when its status, reason or message changes. Failing
 writes are retried at the next poll; failing publishes are logged and counted (the condition and
 the KV snapshot of the next change carry the state anyway).
@@ -85,6 +87,7 @@ class StatusReporter:
         self._seed_status = ""
         self.history: list[NodeImexState] = []
         self._history_limit = 200
+        self._republish = False
 
     @property
     def ready(self) -> bool:
@@ -101,6 +104,11 @@ class StatusReporter:
         if transition is not None:
             self._transition = transition
         self._seed_status = status
+
+    async def republish(self) -> None:
+        """Publish the state observed at the next poll (now) even if it has not changed."""
+        self._republish = True
+        self._wake.set()
 
     def poke(self) -> None:
         """Poll now, and fast for a while."""
@@ -134,7 +142,8 @@ class StatusReporter:
             roster=roster,
             slot=self._controller.slot,
         )
-        if not same_report(self.event, event):
+        republish, self._republish = self._republish, False
+        if republish or not same_report(self.event, event):
             self.event = event
             self.history.append(event)
             del self.history[: -self._history_limit]

@@ -80,11 +80,14 @@ def authenticator(
 
 def start(ctx: ServiceContext, client: KubeClient, settings: NatsAuthSettings) -> None:
     ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
-    auth = authenticator(ctx, client, settings)
     subscribed = [False]
     ctx.readiness.add("subscribed", lambda: subscribed[0])
 
     async def serve() -> None:
+        # The authenticator is NATS's: unlike the other services it has nothing to do until
+        # the runtime's bus is connected, and stays unready until then.
+        await ctx.bus.wait_connected()
+        auth = authenticator(ctx, client, settings)
         await ctx.bus.nc.subscribe(auth.subject, queue=QUEUE, cb=auth.receive)
         await ctx.bus.nc.flush()
         subscribed[0] = True

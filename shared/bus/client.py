@@ -77,6 +77,11 @@ class BusClient(Client):
         else:
             await self.publish(subject, payload, reply, headers=parse_block(block))
 
+    def reconnect_forever(self) -> None:
+        """Never give up reconnecting from now on (nats-py reads the budget on every attempt;
+        the first connection was made within the budget it was given)."""
+        self.options["max_reconnect_attempts"] = -1
+
     async def _send_publish(
         self,
         subject: str,

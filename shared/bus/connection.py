@@ -1,8 +1,10 @@
 """Connecting to NATS with reconnects configured and every callback wired.
 
-nats-py gives up after its reconnect budget and then closes the connection; cdo treats that as
-fatal: :class:`ConnectionWatch` records the close so the bus's root task can raise and the
-supervisor can stop the service with a non-zero exit.
+:func:`connect` makes one connection within the reconnect budget of the settings (what a
+command or a test's client wants); a service keeps its connection for life through
+:mod:`shared.bus.link`. :class:`ConnectionWatch` follows a connection through nats-py's
+callbacks: it counts connections and says when the feed goes down and comes back (one log line
+per change).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import logging
 import ssl
 from typing import Any
 
+from nats.aio.client import ReconnectToServerHandler
+
 from shared.bus.client import BusClient
 from shared.bus.settings import NatsSettings
 from shared.bus.token import TokenFile
@@ -22,31 +26,72 @@ log = logging.getLogger("cdo.bus")
 
 
 class ConnectionWatch:
-    """Connection lifecycle as seen through nats-py callbacks."""
+    """Connection lifecycle as seen through nats-py callbacks.
+
+    Before :meth:`established` (while first connections are tried) a failing attempt is
+    quiet here: whoever retries says so once. From then on a lost connection is one warning
+    (``nats disconnected``), its return one info line (``nats reconnected``); the errors of
+    the attempts in between are kept in :attr:`last_error` and logged at debug level.
+    """
 
     def __init__(self) -> None:
-        self.closed = asyncio.Event()
         self.disconnects = 0
         self.reconnects = 0
+        self.connections = 0
+        """Connections made: the first, then one per reconnect."""
         self.closing = False
         """Set before a deliberate close, so the disconnect it causes is not a warning."""
+        self.last_error = ""
+        self._down = False
+        self._established = False
+        self._changed = asyncio.Event()
+
+    def established(self) -> None:
+        """The first connection is made."""
+        self._established = True
+        self._down = False
+        self.connections += 1
+        self._changed.set()
+
+    async def next_connection(self, after: int) -> None:
+        """Wait until more than ``after`` connections were made."""
+        while self.connections <= after:
+            self._changed.clear()
+            await self._changed.wait()
 
     async def on_error(self, exc: Exception) -> None:
         # Without this callback nats-py prints a traceback for every failed attempt.
-        log.warning("nats error", extra={"error": f"{type(exc).__name__}: {exc}"})
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        quiet = self._down or not self._established or self.closing
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
+            "nats error",
+            extra={"error": self.last_error},
+        )
 
     async def on_disconnected(self) -> None:
+        if not self._established:
+            return  # a first connection that failed: its caller retries and says so
         self.disconnects += 1
+        self._down = True
         level = logging.INFO if self.closing else logging.WARNING
-        log.log(level, "nats disconnected", extra={"disconnects": self.disconnects})
+        log.log(
+            level,
+            "nats disconnected",
+            extra={"disconnects": self.disconnects, "feed": "down", "error": self.last_error},
+        )
 
     async def on_reconnected(self) -> None:
         self.reconnects += 1
-        log.info("nats reconnected", extra={"reconnects": self.reconnects})
+        self.connections += 1
+        self._down = False
+        self._changed.set()
+        log.info("nats reconnected", extra={"reconnects": self.reconnects, "feed": "up"})
 
     async def on_closed(self) -> None:
+        if not self._established:
+            return
         log.info("nats connection closed")
-        self.closed.set()
 
 
 def _tls_context(settings: NatsSettings) -> ssl.SSLContext | None:
@@ -61,9 +106,17 @@ def _tls_context(settings: NatsSettings) -> ssl.SSLContext | None:
 TOKEN_FILE_VARIABLE = "CDO_NATS_TOKEN_FILE"
 
 
-def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch) -> dict[str, Any]:
+def connect_options(
+    settings: NatsSettings,
+    *,
+    name: str,
+    watch: ConnectionWatch,
+    reconnect_handler: ReconnectToServerHandler | None = None,
+) -> dict[str, Any]:
     """Keyword arguments for nats-py's connect, from settings (pure, but for checking that a
-    token file can be read). Raises ConfigError naming the variable of a bad setting."""
+    token file can be read). Raises ConfigError naming the variable of a bad setting.
+
+    ``reconnect_handler`` paces nats-py's reconnect attempts (and picks the server)."""
     options: dict[str, Any] = {
         "servers": [url.strip() for url in settings.url.split(",") if url.strip()],
         "name": name,
@@ -76,6 +129,8 @@ def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch
         "reconnected_cb": watch.on_reconnected,
         "closed_cb": watch.on_closed,
     }
+    if reconnect_handler is not None:
+        options["reconnect_to_server_handler"] = reconnect_handler
     if settings.user:
         options["user"] = settings.user
         options["password"] = settings.password
@@ -93,15 +148,24 @@ def connect_options(settings: NatsSettings, *, name: str, watch: ConnectionWatch
     return options
 
 
-async def connect(settings: NatsSettings, *, name: str, watch: ConnectionWatch) -> BusClient:
+async def connect(
+    settings: NatsSettings,
+    *,
+    name: str,
+    watch: ConnectionWatch,
+    reconnect_handler: ReconnectToServerHandler | None = None,
+) -> BusClient:
     """Connect, retrying up to the reconnect budget; raises when no server answered."""
     client = BusClient()
     try:
-        await client.connect(**connect_options(settings, name=name, watch=watch))
+        await client.connect(
+            **connect_options(settings, name=name, watch=watch, reconnect_handler=reconnect_handler)
+        )
     except BaseException:
         # A connect that failed or was cancelled half-way may hold an open transport (and its
         # tasks); nats-py leaves it open. Closed here, shielded from the cancellation itself.
         with contextlib.suppress(Exception):
             await asyncio.shield(client.close())
         raise
+    watch.established()
     return client

@@ -8,6 +8,9 @@ the outbox until its ack arrives; one not acknowledged within the ack timeout (t
 away, the connection was down, the ack was lost) is sent again, unchanged, with the same
 ``Nats-Msg-Id``, so the stream's duplicate window stores it once.
 
+- **Disconnected:** an event published while the connection is down (or before it was ever
+  made) is kept unsent; :meth:`Outbox.send_all` sends everything kept when a connection is
+  (re)made, as fresh sends.
 - **Full outbox:** while connected, the publisher waits for room (acks arrive within a round
   trip, so a burst is paced by the stream), at most one ack timeout; while disconnected, or
   when that wait runs out, the oldest event is dropped and counted, so a long outage never
@@ -20,6 +23,9 @@ away, the connection was down, the ack was lost) is sent again, unchanged, with 
   stream, so nobody answers): counted as ``unanswered`` and let go. Re-sends are made only while
   connected, so an outage of any length is waited out.
 - **Rejected** (a PubAck with an error): logged, counted and not retried, as it would be again.
+- **Plain** (:attr:`Outbox.plain`, set while the server has no stream for the bus): an event
+  leaves the outbox once sent, without a reply subject, as a plain publish; only those kept
+  while disconnected wait in it.
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ class _Pending:
     block: bytes
     payload: bytes
     sent_at: float
-    sends: int = 1
+    sends: int = 0
     no_stream: int = 0
 
 
@@ -133,6 +139,8 @@ class Outbox:
         self._overflowing = False
         self._acks = {outcome: metrics.publish_acks.labels(outcome) for outcome in OUTCOMES}
         metrics.outbox_events.set_function(lambda: len(self._pending))
+        self.plain = False
+        """Send without waiting for an ack (the server has no stream for these events)."""
 
     @property
     def pending(self) -> int:
@@ -144,14 +152,39 @@ class Outbox:
         self._subscription = await subscribe(inbox + ".*", self._on_ack)
 
     async def publish(self, subject: str, block: bytes, payload: bytes) -> None:
-        """Send an event and keep it until acknowledged. A send that fails (the connection is
-        closed or its reconnect buffer full) raises after the event is kept for a re-send."""
+        """Send an event and keep it until acknowledged; while disconnected, only keep it. A
+        send that fails (the connection went away, its reconnect buffer is full) raises after
+        the event is kept for a re-send."""
         if len(self._pending) >= self._capacity:
             await self._make_room()
         token = next(self._tokens)
-        self._pending[token] = _Pending(subject, block, payload, self._clock())
+        entry = self._pending[token] = _Pending(subject, block, payload, self._clock())
         self._empty.clear()
-        await self._send(subject, block, payload, self._prefix + token)
+        if self._connected():
+            await self._transmit(token, entry)
+
+    async def _transmit(self, token: str, entry: _Pending) -> None:
+        entry.sends += 1
+        entry.sent_at = self._clock()
+        if self.plain:
+            await self._send(entry.subject, entry.block, entry.payload, "")
+            self._done(token)
+        else:
+            await self._send(entry.subject, entry.block, entry.payload, self._prefix + token)
+
+    async def send_all(self) -> int:
+        """Send every kept event now, oldest first, as fresh sends (a connection was made:
+        earlier sends went to one that is gone); how many."""
+        tokens = list(self._pending)
+        for token in tokens:
+            entry = self._pending.pop(token, None)
+            if entry is None:
+                continue
+            entry.sends = 0
+            entry.no_stream = 0
+            self._pending[token] = entry  # to the end: ordered by last send
+            await self._transmit(token, entry)
+        return len(tokens)
 
     async def _make_room(self) -> None:
         loop = asyncio.get_running_loop()
@@ -192,7 +225,8 @@ class Outbox:
         self._done(token)
 
     def _done(self, token: str) -> None:
-        del self._pending[token]
+        if self._pending.pop(token, None) is None:
+            return
         self._room.set()
         if not self._pending:
             self._empty.set()
@@ -222,11 +256,9 @@ class Outbox:
                 self._pending[token] = entry
                 self._done(token)
                 continue
-            entry.sends += 1
-            entry.sent_at = now
             self._pending[token] = entry
             self._metrics.publish_retries.inc()
-            await self._send(entry.subject, entry.block, entry.payload, self._prefix + token)
+            await self._transmit(token, entry)
         return len(tokens)
 
     async def run(self) -> None:

@@ -33,13 +33,26 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
     tls_key_file: Annotated[str, Meta(description="Key of the client certificate.")] = ""
     connect_timeout_s: Annotated[float, Meta(description="Timeout of one connect.", gt=0)] = 2.0
     reconnect_wait_s: Annotated[
-        float, Meta(description="Pause between reconnect attempts.", gt=0)
+        float,
+        Meta(
+            description="First pause between connect attempts; a service doubles it after "
+            "each failed attempt, up to reconnect_max_wait_s.",
+            gt=0,
+        ),
     ] = 1.0
+    reconnect_max_wait_s: Annotated[
+        float,
+        Meta(
+            description="Longest pause between a service's connect attempts (it retries "
+            "forever; its event feed is down meanwhile).",
+            gt=0,
+        ),
+    ] = 30.0
     max_reconnect_attempts: Annotated[
         int,
         Meta(
-            description="Connect attempts, at start and after a loss, before the connection "
-            "closes for good and the service exits (-1: forever).",
+            description="Connect attempts of a short-lived client (a command, a test's bus) "
+            "before it gives up (-1: forever). A service never gives up.",
             ge=-1,
         ),
     ] = 600

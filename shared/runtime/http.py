@@ -35,7 +35,8 @@ class ProbeServer:
 
     async def _readyz(self, _request: web.Request) -> web.Response:
         failing = self._readiness.failing()
-        body = msgspec.json.encode({"ready": not failing, "failing": failing})
+        degraded = self._readiness.degraded()
+        body = msgspec.json.encode({"ready": not failing, "failing": failing, "degraded": degraded})
         return web.Response(
             body=body, status=503 if failing else 200, content_type="application/json"
         )

@@ -9,9 +9,13 @@
 
 ``run_service`` reads RuntimeSettings from CDO_* variables (exit 2 with one line naming the
 variable when one is invalid, a NATS URL that cannot be connected to included), sets up JSON
-logging, tracing and metrics, starts the probe server (/healthz, /readyz, /metrics), connects
-the bus under supervision (unready until connected), prepares JetStream, calls ``setup`` and
+logging, tracing and metrics, starts the probe server (/healthz, /readyz, /metrics), starts the
+bus under supervision (it connects in the background and retries forever), calls ``setup`` and
 then supervises until SIGTERM/SIGINT (exit 0) or the first fatal error (exit 1).
+
+NATS is never waited for: ``setup`` runs at once, and readiness does not depend on NATS. The
+condition ``nats`` (listed under ``degraded`` by /readyz while the feed is down) and the gauge
+``cdo_bus_connected`` say whether the event feed is up.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from shared.settings import Settings, load_settings
 from shared.tracing import INSTRUMENTATION_NAME, TracingSettings, setup_tracing
 
 EXIT_CONFIG = 2
+FEED_CONDITION = "nats"
+"""The readiness condition (reported, never required) that says the event feed is up."""
 log = logging.getLogger("cdo.runtime")
 
 
@@ -95,7 +101,7 @@ async def serve(name: str, settings: RuntimeSettings, setup: Setup) -> int:
     tracer = provider.get_tracer(INSTRUMENTATION_NAME)
     supervisor = Supervisor(step_timeout_s=settings.shutdown_step_timeout_s)
     bus = EventBus(settings.nats, service=name, instance=instance, metrics=metrics, tracer=tracer)
-    readiness.add("nats", lambda: bus.is_connected)
+    readiness.add_condition(FEED_CONDITION, lambda: bus.is_connected)
     probes = ProbeServer(
         readiness=readiness, metrics=metrics, host=settings.http_host, port=settings.http_port
     )
@@ -120,9 +126,8 @@ async def serve(name: str, settings: RuntimeSettings, setup: Setup) -> int:
     supervisor.on_shutdown("stop probe server", probes.stop, phase="final")
 
     async def startup() -> None:
-        await bus.connect()
+        # The bus connects on its own time; nothing below waits for NATS.
         supervisor.start("bus", bus.run())
-        await bus.ensure_jetstream()
         await setup(context)
         log.info("service started")
 

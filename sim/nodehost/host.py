@@ -53,11 +53,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import msgspec
+import nats.errors
 from opentelemetry.trace import Tracer
 
 from services.health_monitor.monitor import HealthMonitor
 from services.imex_agent import ImexAgent
 from shared.bus import EventBus, NatsSettings
+from shared.errors import BusClosedError
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
 from shared.kubeletapi.podresources import PodResourcesClient
@@ -423,12 +425,12 @@ class HostedNode:
             # NATS identities: this service's own token, bound to this node, as its pod's.
             path = await identities.nats_token_file(account, self.name)
             settings = msgspec.structs.replace(settings, user="", password="", token_file=str(path))
+        # Connected by its run() (in the node's task group), in the background: the node's
+        # services start whether NATS is up or not, as their pods do.
         bus = EventBus(
             settings, service=service, instance=self.name, metrics=metrics, tracer=tracer
         )
-        await bus.connect()
         stack.push_async_callback(self._close_bus, bus)
-        await bus.ensure_jetstream()
         return bus
 
     async def _close_bus(self, bus: EventBus) -> None:
@@ -521,24 +523,40 @@ class NodeHost:
         )
         self.layout.root.mkdir(parents=True, exist_ok=True)
         self.layout.proc_devices.write_text(proc_devices_text())
-        if self._nats.manage_jetstream:
-            await self._ensure_jetstream()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._follow_power(), name="nodehost power")
-            for node in self._nodes.values():
-                group.create_task(
-                    node.run(), name=f"nodehost {node.name}", context=bound_context(node.nvml)
-                )
-
-    async def _ensure_jetstream(self) -> None:
-        bus = EventBus(
-            self._nats, service="nodehost", instance="setup", metrics=Metrics(), tracer=self._tracer
-        )
-        await bus.connect()
+        setup = await self._jetstream_keeper() if self._nats.manage_jetstream else None
         try:
-            await bus.ensure_jetstream()
+            async with asyncio.TaskGroup() as group:
+                if setup is not None:
+                    group.create_task(setup.run(), name="nodehost jetstream")
+                group.create_task(self._follow_power(), name="nodehost power")
+                for node in self._nodes.values():
+                    group.create_task(
+                        node.run(), name=f"nodehost {node.name}", context=bound_context(node.nvml)
+                    )
         finally:
-            await bus.close()
+            if setup is not None:
+                await setup.close()
+
+    async def _jetstream_keeper(self) -> EventBus:
+        """A connection that creates the stream and the bucket the nodes' buses bind to: now
+        if NATS answers (before any node publishes), and on every later connection from its
+        run() (a NATS that comes late, or back with an empty store, gets them too)."""
+        bus = EventBus(
+            msgspec.structs.replace(self._nats, max_reconnect_attempts=1),
+            service="nodehost",
+            instance="setup",
+            metrics=Metrics(),
+            tracer=self._tracer,
+        )
+        try:
+            await bus.connect()
+            await bus.ensure_jetstream()
+        except (BusClosedError, nats.errors.Error, TimeoutError) as exc:
+            log.warning(
+                "NATS does not answer: the nodes start without it",
+                extra={"error": f"{type(exc).__name__}: {exc}"},
+            )
+        return bus
 
     async def _follow_power(self) -> None:
         answered = time.monotonic()

@@ -70,15 +70,15 @@ from shared.kube.resources import (
     RESOURCE_CLAIMS,
 )
 from sim import control as simctl
-from sim.control.processes import spawn
+from sim.control.processes import Command, respawn
 from sim.control.state import (
     ACCESS_RECORD_FILE,
     Record,
+    Started,
     read_controlplane,
     read_nodehost,
     read_record,
 )
-from sim.control.state import write_record as write_cdo_record
 from sim.control.up import node_ready
 from sim.kubeapi.releases import NEWEST_RELEASE
 from tests.e2e import contract, grants
@@ -566,43 +566,22 @@ class WholeSystem:
 
         await wait_for(probe, timeout=within_s, interval=0.5, what="every service ready")
 
-    def kill_node_host(self) -> NodeHostCommand:
+    def kill_node_host(self) -> Command:
         """SIGKILL the node host; what it ran with, to start it again the same way."""
         pid = self.node_host_pid()
-        command = NodeHostCommand.of(pid)
+        command = Command.of(pid)
         os.kill(pid, signal.SIGKILL)
         return command
 
-    def start_node_host(self, command: NodeHostCommand) -> int:
+    def start_node_host(self, command: Command) -> int:
         """Start the node host again as ``cdo sim up`` did; ``cdo sim down`` stops the new one."""
-        log = self.state_dir / "logs" / "nodehost.log"
-        process = spawn(
-            "node host", command.argv, log=log, marker=NODE_HOST_MARKER, env=command.env
-        )
+        return respawn(self.state_dir, self._started(NODE_HOST_MARKER), command).pid
+
+    def _started(self, marker: str) -> Started:
         record = read_record(self.state_dir)
         assert record is not None
-        processes = tuple(
-            msgspec.structs.replace(started, pid=process.pid)
-            if started.marker == NODE_HOST_MARKER
-            else started
-            for started in record.processes
-        )
-        write_cdo_record(self.state_dir, msgspec.structs.replace(record, processes=processes))
-        return process.pid
-
-
-class NodeHostCommand(msgspec.Struct, frozen=True, kw_only=True):
-    """A running node host's command line and environment, read from /proc."""
-
-    argv: list[str]
-    env: dict[str, str]
-
-    @classmethod
-    def of(cls, pid: int) -> NodeHostCommand:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-        entries = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
-        env = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
-        return cls(argv=[part.decode() for part in argv], env=env)
+        (started,) = [p for p in record.processes if p.marker == marker]
+        return started
 
 
 def _probe_ready(probe_url: str) -> bool:

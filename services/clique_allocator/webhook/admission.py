@@ -2,9 +2,11 @@
 
 A pod is gated when it is being created and one of its ``spec.resourceClaims`` comes from a
 ResourceClaimTemplate that belongs to a ComputeDomain in the pod's namespace. The answer is
-always "allowed"; a pod to gate gets a JSONPatch adding ``cdo.dev/placement`` to
-``spec.schedulingGates`` (creating the list, or appending to one that exists); any other pod
-gets no patch at all. A pod that already carries the gate is left as it is.
+always "allowed" (a pod the webhook cannot judge is let through, with a warning: the
+``cdo-pod-gate`` admission policy refuses it if it is a domain's); a pod to gate gets a
+JSONPatch adding ``cdo.dev/placement`` to ``spec.schedulingGates`` (creating the list, or
+appending to one that exists); any other pod gets no patch at all. A pod that already
+carries the gate is left as it is.
 """
 
 from __future__ import annotations
@@ -98,19 +100,16 @@ def review_response(
     uid: str,
     *,
     patch: list[dict[str, Any]] | None = None,
-    allowed: bool = True,
-    code: int = 0,
-    message: str = "",
+    warning: str = "",
 ) -> bytes:
-    """The AdmissionReview answer for ``uid``."""
-    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    """The AdmissionReview answer for ``uid``: always allowed, with the patch if any, and a
+    warning the API server hands to the pod's creator."""
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-    if not allowed or message:
-        response["status"] = {"code": code or (200 if allowed else 403), "message": message}
-        if not allowed and code == 503:
-            response["status"]["reason"] = "ServiceUnavailable"
+    if warning:
+        response["warnings"] = [warning]
     return json.dumps(
         {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": response}
     ).encode()

@@ -6,12 +6,14 @@ Choices, and why:
   with at least one claim made from a template
   (``has(object.spec.resourceClaims) && object.spec.resourceClaims.exists(c,
   has(c.resourceClaimTemplateName))``), evaluated by the API server itself; every other pod
-  is admitted without a call, so an allocator outage never blocks ordinary workloads;
-- **failurePolicy Fail** for the pods that are sent: a domain's pod admitted without its gate
-  would be scheduled anywhere, defeating gang placement and the channel's isolation. A pod
-  refused while the allocator is down is created again by its workload controller, with
-  backoff, and gated once the webhook answers. The match condition keeps that risk to pods
-  with claim templates;
+  is admitted without a call;
+- **failurePolicy Ignore**: a pod the allocator does not answer for is admitted as it is, so
+  no pod of any other workload (one of another DRA driver's claim templates, say) ever waits
+  for cdo. A domain's pod admitted ungated would be scheduled anywhere; that is what the
+  ValidatingAdmissionPolicy ``cdo-pod-gate`` (deploy/kustomize/base/clique-allocator/
+  pod-gate-policy.yaml) prevents, inside the API server: it refuses a pod that uses a
+  ComputeDomain's claim template without the gate, and the pod's workload controller creates
+  it again until a replica answers;
 - ``namespaceSelector`` leaves out the system namespaces (``kube-system`` and cdo's own), so
   the allocator's own pods never depend on the allocator;
 - CREATE only (gates can be added only at creation), ``sideEffects: None`` (the webhook writes
@@ -61,7 +63,7 @@ def webhook_configuration(
     service: ServiceReference | None = None,
     url: str | None = None,
     name: str = DEFAULT_NAME,
-    failure_policy: Literal["Fail", "Ignore"] = "Fail",
+    failure_policy: Literal["Fail", "Ignore"] = "Ignore",
     timeout_s: int = 5,
     excluded_namespaces: Sequence[str] = DEFAULT_EXCLUDED_NAMESPACES,
 ) -> dict[str, Any]:

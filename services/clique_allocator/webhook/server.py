@@ -1,12 +1,15 @@
 """The HTTPS server of the pod webhook and the ComputeDomain conversion webhook, run by every
 replica, leader or not.
 
-It answers ``POST /mutate-pods`` with an AdmissionReview. Until the caches it reads have synced
-it refuses pods (503) instead of admitting a domain's pod ungated; the API server reports that
-as a failed admission and the pod's workload controller tries again. It answers ``POST
-/convert`` with a ConversionReview (:mod:`.conversion`), from the request alone, caches synced
-or not. The serving certificate comes from files (a mounted TLS Secret) and is read again when
-they change, so a renewed certificate is used without a restart.
+It answers ``POST /mutate-pods`` with an AdmissionReview and never refuses a pod. Until the
+caches it reads have synced, and when the API cannot say whether a template is a domain's, it
+lets the pod through unchanged with a warning (counted ``undecided``): a pod of no domain is
+then admitted, and the ``cdo-pod-gate`` admission policy refuses a domain's pod without its
+gate, so the pod's workload controller creates it again until the webhook gates it. A replica
+whose caches have not synced is not ready either, so its Service sends it nothing on a real
+cluster. It answers ``POST /convert`` with a ConversionReview (:mod:`.conversion`), from the
+request alone, caches synced or not. The serving certificate comes from files (a mounted TLS
+Secret) and is read again when they change, so a renewed certificate is used without a restart.
 """
 
 from __future__ import annotations
@@ -117,19 +120,16 @@ class WebhookServer:
             self._count("passed")
             return review_response(uid)
         if not self._synced():
-            self._count("refused")
+            self._count("undecided")
             return review_response(
-                uid,
-                allowed=False,
-                code=503,
-                message="the clique allocator has not synced its caches yet; retry shortly",
+                uid, warning="the clique allocator has not synced its caches yet: not gated"
             )
         namespace = review.namespace or pod.metadata.namespace
         try:
             owned = await self._classifier.domain_templates(namespace, claim_templates(pod))
         except LookupFailedError as exc:
-            self._count("refused")
-            return review_response(uid, allowed=False, code=503, message=str(exc))
+            self._count("undecided")
+            return review_response(uid, warning=f"{exc}: not gated")
         patch = gate_patch(pod, domain_templates=owned)
         self._count("gated" if patch else "passed")
         return review_response(uid, patch=patch)

@@ -26,9 +26,11 @@ Fail`` it denies with ``expression '<expression>' resulted in error: <why>``, un
 it is skipped. A binding without a policy, and a policy without a binding, do nothing.
 Requests on webhook configurations and on policies and bindings themselves are exempt.
 
-Not supported: parameter resources (``params`` is always null; a binding with a
-``paramRef`` to a policy with a ``paramKind`` is a configuration error under the failure
-policy), ``authorizer`` in expressions (refused when the policy is written), and audit
+A policy with a ``paramKind`` is evaluated once per parameter its binding selects
+(:mod:`params`), with it as ``params``; a binding whose parameters cannot be found is a
+configuration error (``failed to configure binding: <why>``) under the failure policy.
+
+Not supported: ``authorizer`` in expressions (refused when the policy is written), and audit
 annotations (compiled when written, not evaluated).
 """
 
@@ -49,6 +51,7 @@ from sim.kubeapi.admission.matching import (
     rule_matches,
     selectors_match,
 )
+from sim.kubeapi.admission.params import ParamError, collect_params
 from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import errors
 from sim.kubeapi.storage.resources import Obj, Registry, ResourceType
@@ -160,14 +163,18 @@ def evaluate(spec: Obj, activation: policy_cel.Activation) -> Iterator[Decision]
     """The decisions of one policy on one request: match conditions first, then each
     validation. Errors deny under ``failurePolicy: Fail`` and are skipped under ``Ignore``."""
     fail = spec.get("failurePolicy", "Fail") != "Ignore"
+    # A false condition skips the policy whatever errors others had (kube-apiserver's matcher).
+    failed: policy_cel.EvaluationError | None = None
     for condition in spec.get("matchConditions") or ():
         try:
             if not activation.condition(str(condition.get("expression", ""))):
                 return
         except policy_cel.EvaluationError as exc:
-            if fail:
-                yield Decision(message=str(exc))
-            return
+            failed = failed or exc
+    if failed is not None:
+        if fail:
+            yield Decision(message=str(failed))
+        return
     for index, validation in enumerate(spec.get("validations") or ()):
         try:
             admitted = activation.admits(str(validation.get("expression", "")))
@@ -265,30 +272,48 @@ class PolicyEnforcer:
             if target is None:
                 continue
             await prepare_forms(req, target, self.conversion)
-            activation = self._activation(req, spec, target)
             for binding in bindings[name]:
-                error = self._apply(req, policy, binding, activation)
+                error = self._apply(req, policy, binding, target)
                 if denied is None:
                     denied = error
         if denied is not None:
             raise denied
 
     def _activation(
-        self, req: AdmissionRequest, spec: Obj, target: ResourceType
+        self, req: AdmissionRequest, spec: Obj, target: ResourceType, params: Obj | None
     ) -> policy_cel.Activation:
-        """One request's CEL inputs for one policy (converted only when read)."""
+        """One request's CEL inputs for one policy and parameter (converted only when read)."""
         obj, old = in_version(req, target)
         inputs = {
             "object": obj,
             "oldObject": old,
             "request": request_variable(req, target),
-            "params": None,
+            "params": params,
             "namespaceObject": self._namespace_object(req),
         }
         return policy_cel.Activation(inputs, _variables(spec))
 
+    def _decisions(
+        self, req: AdmissionRequest, spec: Obj, binding_spec: Obj, target: ResourceType
+    ) -> Iterator[Decision]:
+        """The decisions of one binding: one evaluation per parameter it selects."""
+        try:
+            params = collect_params(
+                param_kind=spec.get("paramKind"),
+                param_ref=binding_spec.get("paramRef"),
+                namespace=req.namespace,
+                registry=self.registry,
+                store=self.store,
+            )
+        except ParamError as exc:
+            if spec.get("failurePolicy", "Fail") != "Ignore":
+                yield Decision(message=f"failed to configure binding: {exc}")
+            return
+        for param in params:
+            yield from evaluate(spec, self._activation(req, spec, target, param))
+
     def _apply(
-        self, req: AdmissionRequest, policy: Obj, binding: Obj, activation: policy_cel.Activation
+        self, req: AdmissionRequest, policy: Obj, binding: Obj, target: ResourceType
     ) -> errors.ApiError | None:
         """One binding of a matched policy: its warnings and audit records, and its denial."""
         policy_name = policy["metadata"]["name"]
@@ -298,17 +323,9 @@ class PolicyEnforcer:
         matches = binding_spec.get("matchResources")
         if matches and match_target(matches, req, self.registry, self.namespace_labels) is None:
             return None
-        if spec.get("paramKind") and binding_spec.get("paramRef"):
-            if spec.get("failurePolicy", "Fail") == "Ignore":
-                return None
-            unsupported = Decision(
-                message="failed to configure binding: parameter resources are not supported "
-                "by the emulator"
-            )
-            return denial(req, policy_name, binding_name, unsupported)
         actions = tuple(str(a) for a in binding_spec.get("validationActions") or ())
         first: errors.ApiError | None = None
-        for decision in evaluate(spec, activation):
+        for decision in self._decisions(req, spec, binding_spec, target):
             if "Deny" in actions and first is None:
                 first = denial(req, policy_name, binding_name, decision)
             if "Warn" in actions:

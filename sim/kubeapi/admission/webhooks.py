@@ -5,7 +5,9 @@ the ValidatingAdmissionPolicies (``policies``) before the validating webhooks.
 
 For each create, update or delete the dispatcher reads the current webhook configurations
 from the store and calls every matching webhook (rules, scope, namespaceSelector,
-objectSelector, matchConditions), trusting only the configured ``caBundle``. Mutating
+objectSelector, matchConditions: the webhook is skipped when any condition is false, whatever
+errors others had; an error with none false follows ``failurePolicy``, as kube-apiserver's
+matcher does), trusting only the configured ``caBundle``. Mutating
 webhooks' JSONPatch responses are applied in order; a denial becomes the API error the
 real server returns; an unreachable or failing webhook is an internal error under
 ``failurePolicy: Fail`` and is skipped under ``Ignore``.
@@ -194,20 +196,26 @@ class Dispatcher:
             "oldObject": old,
             "request": request_body(req, target, include_objects=False),
         }
+        # Every condition is evaluated: one that is false skips the webhook whatever errors
+        # others had; only when none is false does an error count, under the failure policy.
+        failed: tuple[Obj, Exception] | None = None
         for condition in conditions:
             try:
                 result = cel.evaluate(cel.compile_rule(condition.get("expression", "")), activation)
             except Exception as exc:
-                if hook.get("failurePolicy", "Fail") == "Ignore":
-                    return False
-                raise errors.internal_error(
-                    f'failed calling webhook "{hook.get("name")}": failed to evaluate match '
-                    "condition "
-                    f'"{condition.get("name")}": {exc}'
-                ) from None
+                failed = failed or (condition, exc)
+                continue
             if not bool(result):
                 return False
-        return True
+        if failed is None:
+            return True
+        if hook.get("failurePolicy", "Fail") == "Ignore":
+            return False
+        condition, error = failed
+        raise errors.internal_error(
+            f'failed calling webhook "{hook.get("name")}": failed to evaluate match condition '
+            f'"{condition.get("name")}": {error}'
+        ) from None
 
     # -- calling --------------------------------------------------------------------------------
 

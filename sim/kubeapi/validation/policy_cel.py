@@ -4,8 +4,8 @@ Expressions are compiled and evaluated with the emulator's one CEL environment
 (``sim.kubeapi.validation.cel``: cel-python plus the Kubernetes string and list extensions).
 They see ``object`` (null on DELETE), ``oldObject`` (null on CREATE), ``request`` (the
 AdmissionRequest: kind, resource, subResource, name, namespace, operation, userInfo,
-dryRun, options ...), ``params`` (always null here: parameter resources are not
-supported), ``namespaceObject`` (the request's Namespace, null for cluster-scoped
+dryRun, options ...), ``params`` (the binding's parameter resource, null for a policy
+without ``paramKind``), ``namespaceObject`` (the request's Namespace, null for cluster-scoped
 objects) and ``variables`` (the policy's ``spec.variables``, each seeing the ones declared
 before it, evaluated at most once per request when first read; read them as
 ``variables.<name>``).

@@ -41,6 +41,7 @@ from bench.e2e import (
     SIZES,
     FailoverResults,
     FaultResults,
+    OutageResults,
     Samples,
     bench_health_timings,
     report,
@@ -130,7 +131,7 @@ def test_every_scenario_fits_the_cluster_and_the_slices_land_a_clique_each(size:
     clique_gpus = [sum(len(node.gpus) for node in nodes) for nodes in cliques.values()]
     assert len(clique_gpus) == chosen.cliques
     built = scenarios(chosen)
-    assert set(built) | {"fault", "failover"} == set(ROLES)
+    assert set(built) | {"fault", "failover", "nats-outage"} == set(ROLES)
 
     sliced = built["slices"]
     assert sliced.slice_sizes == (64,) * chosen.cliques
@@ -195,7 +196,8 @@ def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None
         "RESULT seed_p50_s=2.10 gpu72_p50_s=0.00 slices256_p50_s=64.50 "
         "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 imex_restarts=0 "
         "imex_restarts_faulted_nodes=1 failover_s=2.20 failover_grace_s=5 "
-        "failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 anchor_256_s=480"
+        "failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 anchor_256_s=480 "
+        "nats_outage_ready_p50_s=0.00 nats_outage_refused_pods=0"
     )
     assert lines[1] == (
         "health monitors: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
@@ -222,9 +224,34 @@ def test_without_fault_or_failover_runs_the_result_keys_stay() -> None:
         "RESULT seed_p50_s=0.00 gpu72_p50_s=0.00 slices256_p50_s=0.00 whole_cluster_p50_s=0.00 "
         "fault_recovered_s=0.00 imex_restarts=0 imex_restarts_faulted_nodes=0 failover_s=0.00 "
         "failover_grace_s=5 failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 "
-        "anchor_256_s=480"
+        "anchor_256_s=480 nats_outage_ready_p50_s=0.00 nats_outage_refused_pods=0"
     )
     assert not [line for line in lines if line.startswith(("failover", "target failover"))]
+
+
+def test_the_nats_outage_is_held_to_one_and_a_half_times_the_seed_and_no_refused_pod() -> None:
+    scenario = seed()
+    outage = OutageResults(samples=Samples(scenario, [3.0, 2.9, 3.4]), refused_pods=0)
+    lines = report(
+        [Samples(scenario, [2.5, 1.9, 2.1])],
+        FaultResults(),
+        nodes=36,
+        bringup_s=7,
+        outage=outage,
+    )
+    assert lines[-1].endswith("nats_outage_ready_p50_s=3.00 nats_outage_refused_pods=0")
+    assert (
+        "target nats-outage <= 1.5x (a) = 3.15 s and no pod refused: met (p50 3.00 s, 0 refused)"
+    ) in lines
+    refused = report(
+        [Samples(scenario, [2.1])],
+        FaultResults(),
+        nodes=36,
+        bringup_s=7,
+        outage=OutageResults(samples=Samples(scenario, [2.0]), refused_pods=3),
+    )
+    assert refused[-1].endswith("nats_outage_refused_pods=3")
+    assert any(line.endswith("MISSED (p50 2.00 s, 3 refused)") for line in refused)
 
 
 def test_a_timed_out_failover_counts_as_the_timeout_and_is_marked() -> None:

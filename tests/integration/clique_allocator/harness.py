@@ -47,6 +47,7 @@ from shared.kube.resources import (
     RESOURCE_CLAIM_TEMPLATES,
 )
 from sim.kubeapi.admission.certificates import CertificateAuthority
+from sim.podgate import install_pod_gate
 from tests.support.eventlog import EventLog
 from tests.support.kubeevents import CoreEvent, events_involving
 from tests.support.processes import ProgramProcess
@@ -169,8 +170,10 @@ class Api:
     # -- webhook registration ----------------------------------------------------------------
 
     async def register_webhook(self, tls: Tls, port: int) -> None:
+        """The webhook and the admission policy beside it, as deploy/ installs them."""
         body = webhook_configuration(ca_bundle=tls.ca.cert_pem, url=f"https://127.0.0.1:{port}")
         await self.client.request("POST", MUTATING, body=body)
+        await install_pod_gate(self.client)
 
     async def register_conversion(self, tls: Tls, port: int) -> None:
         """Point the ComputeDomain CRD's conversion webhook at the allocator, as the install's
@@ -268,6 +271,25 @@ class Api:
         if label_template:
             await self.create_template(f"{name}-rct", namespace=namespace, domain=domain)
         return domain
+
+    async def set_domain_ready(
+        self, name: str, status: str, *, reason: str, namespace: str = NAMESPACE
+    ) -> None:
+        """The domain's Ready condition, as the domain controller writes it."""
+        condition = {
+            "type": "Ready",
+            "status": status,
+            "reason": reason,
+            "message": reason,
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        await self.client.patch(
+            COMPUTE_DOMAINS,
+            name,
+            {"status": {"conditions": [condition]}},
+            namespace=namespace,
+            subresource="status",
+        )
 
     async def domain(self, name: str, *, namespace: str = NAMESPACE) -> ComputeDomain | None:
         raw = await self.client.get_or_none(COMPUTE_DOMAINS, name, namespace=namespace)

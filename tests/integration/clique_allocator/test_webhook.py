@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from services.clique_allocator.webhook.configuration import DEFAULT_NAME
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import PODS
 from tests.support.wait import wait_for
 
-from .conftest import AllocatorFactory
-from .harness import Allocator, Api, Tls, gated
+from .conftest import LEASE_DURATION_S, AllocatorFactory
+from .harness import MUTATING, Allocator, Api, Tls, gated
 
 
 async def admissions(allocator: Allocator, result: str = "") -> float:
@@ -73,6 +74,10 @@ async def _cached(allocator: Allocator) -> bool:
     return await allocator.counter("cdo_informer_events_total", resource="computedomains") > 0
 
 
+async def _leading(allocator: Allocator) -> bool:
+    return await allocator.counter("leader_election_master_status") == 1
+
+
 async def test_system_namespaces_are_left_out(api: Api, allocator: Allocator) -> None:
     await api.create_namespace("cdo-system")
     await api.create_domain("infra", namespace="cdo-system")
@@ -85,6 +90,10 @@ async def test_a_standby_serves_the_webhook_and_only_the_leader_places(
 ) -> None:
     leader = start_allocator("ca-lead")
     await leader.wait_ready()
+    # Ready says the caches are synced, not that the Lease is held: wait for that too.
+    await wait_for(
+        lambda: _leading(leader), timeout=LEASE_DURATION_S * 5, what="ca-lead holding the Lease"
+    )
     standby = start_allocator("ca-standby")
     await standby.wait_ready()
     await api.register_webhook(tls, standby.webhook_port)
@@ -103,13 +112,39 @@ async def test_a_standby_serves_the_webhook_and_only_the_leader_places(
     assert await standby.counter("controller_runtime_reconcile_total", controller="placements") == 0
 
 
-async def test_when_the_allocator_is_down_only_domain_pods_are_refused(
-    api: Api, allocator: Allocator
+async def test_while_no_replica_answers_only_domain_pods_are_refused(
+    api: Api, allocator: Allocator, start_allocator: AllocatorFactory, tls: Tls
 ) -> None:
     await api.create_domain("train")
+    await api.create_template("other-rct")  # another DRA driver's template, say
     allocator.stop()
+    # Pods of no domain go through: the webhook fails open.
     assert not gated(await api.create_pod("ordinary"))
+    assert not gated(await api.create_pod("other-driver", template="other-rct"))
+    # A domain's pod would come out ungated: the pod-gate policy refuses it, in the API server.
     with pytest.raises(KubeApiError) as refused:
         await api.create_pod("domain-pod", template="train-rct")
-    assert refused.value.code == 500
-    assert "pod-gate.clique-allocator.cdo.dev" in refused.value.message
+    assert refused.value.code == 403
+    assert "ValidatingAdmissionPolicy 'cdo-pod-gate'" in refused.value.message
+    assert (
+        "the pod uses ResourceClaimTemplate train-rct of ComputeDomain train and no clique "
+        "allocator replica answered the pod webhook" in refused.value.message
+    )
+    # A replica answers again: the workload's next try is admitted, gated.
+    back = start_allocator("ca-back")
+    await back.wait_ready()
+    await api.client.request("DELETE", f"{MUTATING}/{DEFAULT_NAME}")
+    await api.register_webhook(tls, back.webhook_port)
+    assert gated(await api.create_pod("domain-pod", template="train-rct"))
+
+
+async def test_a_domain_with_a_template_name_conflict_holds_no_pod_back(
+    api: Api, allocator: Allocator
+) -> None:
+    # A user's own template of that name: the domain is not served (the domain controller
+    # says so in Ready), and pods of the user's template are the user's.
+    await api.create_template("clash-rct")
+    await api.create_domain("clash", label_template=False)
+    await api.set_domain_ready("clash", "False", reason="TemplateNameConflict")
+    allocator.stop()
+    assert not gated(await api.create_pod("users-pod", template="clash-rct"))

@@ -15,16 +15,20 @@ import yaml
 
 from services.clique_allocator.settings import WebhookSettings
 from services.clique_allocator.webhook.configuration import (
+    MATCH_TEMPLATE_CLAIMS,
+    POD_CREATE_RULE,
     WEBHOOK_PATH,
     ServiceReference,
     webhook_configuration,
 )
+from services.domain_controller.gauges import TEMPLATE_CONFLICT
 from services.domain_controller.template import (
     desired_device_class,
     device_class_drifted,
     device_class_spec,
 )
-from shared.crds.names import CONVERSION_PATH
+from shared.crds.definitions import COMPUTE_DOMAINS
+from shared.crds.names import CONVERSION_PATH, PLACEMENT_GATE
 from shared.kube.models import DeviceClass
 from tests.integration.deploy.conftest import (
     KUSTOMIZE,
@@ -530,6 +534,41 @@ def test_the_device_class_is_the_one_the_controller_writes(
     assert desired["metadata"]["labels"].items() <= rendered["metadata"]["labels"].items()
     decoded = msgspec.convert(rendered, DeviceClass)
     assert not device_class_drifted(decoded)
+
+
+def test_the_pod_gate_policy_holds_back_exactly_what_the_webhook_gates(
+    overlays: dict[str, list[Manifest]],
+) -> None:
+    """The policy and the webhook name the same gate, namespaces, pods and domain kind."""
+    objs = overlays["prod"]
+    policy = find(objs, "ValidatingAdmissionPolicy", "cdo-pod-gate")["spec"]
+    binding = find(objs, "ValidatingAdmissionPolicyBinding", "cdo-pod-gate")["spec"]
+    (hook,) = find(objs, "MutatingWebhookConfiguration", "cdo-clique-allocator")["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert policy["failurePolicy"] == "Ignore"
+    assert policy["paramKind"] == {
+        "apiVersion": COMPUTE_DOMAINS.api_version,
+        "kind": COMPUTE_DOMAINS.kind,
+    }
+    assert binding == {
+        "policyName": "cdo-pod-gate",
+        "validationActions": ["Deny"],
+        "paramRef": {"selector": {}, "parameterNotFoundAction": "Allow"},
+    }
+    assert policy["matchConstraints"]["namespaceSelector"] == hook["namespaceSelector"]
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule == POD_CREATE_RULE
+    conditions = [{**c, "expression": " ".join(c["expression"].split())} for c in
+                  policy["matchConditions"]]  # fmt: skip
+    assert (
+        conditions
+        == hook["matchConditions"]
+        == [{"name": "has-template-claims", "expression": MATCH_TEMPLATE_CLAIMS}]
+    )
+    gated = next(v for v in policy["variables"] if v["name"] == "gated")["expression"]
+    assert f"g.name == '{PLACEMENT_GATE}'" in gated
+    conflicting = next(v for v in policy["variables"] if v["name"] == "conflicting")
+    assert f"c.reason == '{TEMPLATE_CONFLICT}'" in conflicting["expression"]
 
 
 def test_the_webhook_is_the_one_the_allocator_renders(

@@ -419,21 +419,79 @@ async def test_policies_and_bindings_themselves_are_exempt(http: Http) -> None:
     assert status == 201
 
 
-async def test_parameter_resources_are_not_supported(http: Http) -> None:
+async def test_a_binding_evaluates_its_policy_once_per_parameter_resource(http: Http) -> None:
     kind = {"apiVersion": "v1", "kind": "ConfigMap"}
+    # A ConfigMap labelled "limit" caps how many keys the others of its namespace may hold.
+    capped = "!has(object.metadata.labels) || !('limit' in object.metadata.labels)"
+    rule = f"{capped} ? size(object.data) <= int(params.data.max) : true"
     await install(
         http,
-        policy("with-params", [{"expression": "params == null"}], paramKind=kind),
+        policy(
+            "with-params",
+            [{"expression": rule, "messageExpression": "'at most ' + params.data.max"}],
+            paramKind=kind,
+        ),
         # A binding without a paramRef: the policy runs with params null, as upstream.
         binding("plain", "with-params"),
     )
-    status, _, _ = await http.post(CONFIGMAPS, configmap("one"))
+    status, out, _ = await http.post(CONFIGMAPS, configmap("one", a="1"))
+    assert status == 422  # params is null: reading its data is an error, denied (Fail)
+    assert f"denied request: expression '{rule}' resulted in error" in out["message"], out
+    status, _, _ = await http.delete(f"{BINDINGS}/plain")
+    assert status == 200
+
+    selector = {"matchLabels": {"limit": "yes"}}
+    ref = {"selector": selector, "parameterNotFoundAction": "Allow"}
+    await install(http, binding("per-namespace", "with-params", paramRef=ref))
+    # No parameter in the namespace, and Allow: admitted.
+    status, _, _ = await http.post(CONFIGMAPS, configmap("free", a="1", b="2", c="3"))
     assert status == 201
-    ref = {"name": "limits", "parameterNotFoundAction": "Deny"}
-    await install(http, binding("with-ref", "with-params", paramRef=ref))
-    status, out, _ = await http.post(CONFIGMAPS, configmap("two"))
+    for name, most in (("limit-a", "2"), ("limit-b", "1")):
+        status, _, _ = await http.post(CONFIGMAPS, configmap(name, {"limit": "yes"}, max=most))
+        assert status == 201
+    # Evaluated once per parameter (namespace of the object): the strictest one denies.
+    status, out, _ = await http.post(CONFIGMAPS, configmap("two", a="1", b="2"))
     assert status == 422, out
     assert out["message"].endswith(
-        "ValidatingAdmissionPolicy 'with-params' with binding 'with-ref' denied request: "
-        "failed to configure binding: parameter resources are not supported by the emulator"
+        "ValidatingAdmissionPolicy 'with-params' with binding 'per-namespace' denied request: "
+        "at most 1"
     )
+    status, _, _ = await http.post(CONFIGMAPS, configmap("small", a="1"))
+    assert status == 201
+    # Another namespace has no parameter: admitted.
+    other = "/api/v1/namespaces/kube-system/configmaps"
+    status, _, _ = await http.post(other, configmap("elsewhere", a="1", b="2"))
+    assert status == 201
+
+    # A named parameter that is not there, with Deny: a configuration error.
+    ref = {"name": "absent", "parameterNotFoundAction": "Deny"}
+    await install(http, binding("missing", "with-params", paramRef=ref))
+    status, out, _ = await http.post(CONFIGMAPS, configmap("three", a="1"))
+    assert status == 422, out
+    assert out["message"].endswith(
+        "ValidatingAdmissionPolicy 'with-params' with binding 'missing' denied request: "
+        "failed to configure binding: no params found for policy binding with `Deny` "
+        "parameterNotFoundAction"
+    )
+
+
+async def test_a_parameter_kind_the_server_does_not_serve_follows_the_failure_policy(
+    http: Http,
+) -> None:
+    kind = {"apiVersion": "example.com/v1", "kind": "Nothing"}
+    ref = {"selector": {}, "parameterNotFoundAction": "Allow"}
+    await install(
+        http,
+        policy("unknown-kind", [{"expression": "false"}], paramKind=kind),
+        binding("unknown-kind", "unknown-kind", paramRef=ref),
+    )
+    status, out, _ = await http.post(CONFIGMAPS, configmap("blocked"))
+    assert status == 422
+    assert "failed to configure binding: paramKind kind" in out["message"]
+    assert "not known" in out["message"]
+    status, current, _ = await http.get(f"{POLICIES}/unknown-kind")
+    current["spec"]["failurePolicy"] = "Ignore"
+    status, _, _ = await http.put(f"{POLICIES}/unknown-kind", current)
+    assert status == 200
+    status, _, _ = await http.post(CONFIGMAPS, configmap("let-through"))
+    assert status == 201

@@ -217,6 +217,33 @@ async def test_selectors_and_match_conditions(http: Http, hook: Hook) -> None:
     assert [r["request"]["name"] for r in hook.reviews] == ["caught"]
 
 
+async def test_a_false_match_condition_skips_the_webhook_whatever_errors_others_had(
+    http: Http, hook: Hook
+) -> None:
+    # As kube-apiserver's matcher: errors count only when no condition is false.
+    await _configure(
+        http,
+        VALIDATING,
+        _webhook(
+            hook,
+            "/validate",
+            matchConditions=[
+                {"name": "needs-data", "expression": "object.data.x == 'deny'"},
+                {"name": "not-exempt", "expression": "object.metadata.name != 'exempt'"},
+            ],
+        ),
+    )
+    status, _, _ = await http.post(CMS, {"metadata": {"name": "exempt"}})
+    assert status == 201  # the first fails to evaluate (no data), the second is false
+    status, body, _ = await http.post(CMS, {"metadata": {"name": "other"}})
+    assert status == 500, body  # an error and nothing false: Fail rejects
+    assert 'failed to evaluate match condition "needs-data"' in body["message"]
+    denied = {"metadata": {"name": "x", "labels": {"deny": "true"}}, "data": {"x": "deny"}}
+    status, _, _ = await http.post(CMS, denied)
+    assert status == 403
+    assert [r["request"]["name"] for r in hook.reviews] == ["x"]
+
+
 async def test_failure_policy(http: Http, hook: Hook) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -52,3 +52,38 @@ async def test_overdue_events_come_oldest_send_first_and_a_resend_moves_to_the_e
     assert sent[-2:] == ["1", "2"]  # not started: no inbox prefix
     now[0] = 2.0
     assert outbox.due(now[0]) == ["3"]
+
+
+async def test_while_disconnected_events_are_kept_unsent_and_sent_in_order_on_connect() -> None:
+    sent: list[str] = []
+
+    async def send(subject: str, block: bytes, payload: bytes, reply: str) -> None:
+        sent.append(subject)
+
+    online = [False]
+    metrics = Metrics()
+    outbox = Outbox(
+        send=send, metrics=metrics, capacity=2, ack_timeout_s=1.0, connected=lambda: online[0]
+    )
+    for subject in ("a", "b", "c"):
+        await outbox.publish(subject, b"", b"")
+    assert sent == [] and outbox.pending == 2  # the oldest dropped from the full outbox
+    assert metrics.registry.get_sample_value("cdo_bus_outbox_dropped_total") == 1
+    online[0] = True
+    assert await outbox.send_all() == 2
+    assert sent == ["b", "c"]
+
+
+async def test_plain_an_event_leaves_the_outbox_once_sent() -> None:
+    replies: list[str] = []
+
+    async def send(subject: str, block: bytes, payload: bytes, reply: str) -> None:
+        replies.append(reply)
+
+    outbox = Outbox(
+        send=send, metrics=Metrics(), capacity=10, ack_timeout_s=1.0, connected=lambda: True
+    )
+    outbox.plain = True
+    await outbox.publish("a", b"", b"")
+    assert replies == [""] and outbox.pending == 0
+    assert await outbox.settled(0.01)

@@ -25,3 +25,13 @@ def test_stopping_makes_it_unready() -> None:
     readiness = Readiness()
     readiness.mark_stopping()
     assert readiness.failing() == ["stopping"]
+
+
+def test_a_condition_is_reported_as_degraded_and_never_makes_it_unready() -> None:
+    readiness = Readiness()
+    feed = {"up": False}
+    readiness.add_condition("nats", lambda: feed["up"])
+    assert readiness.ready and readiness.failing() == []
+    assert readiness.degraded() == ["nats"]
+    feed["up"] = True
+    assert readiness.degraded() == []
