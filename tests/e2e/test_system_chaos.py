@@ -53,6 +53,7 @@ from shared.kube.resources import (
     RESOURCE_CLAIM_TEMPLATES,
     Resource,
 )
+from sim.control.freeze import frozen
 from sim.control.state import read_controlplane
 from tests.e2e import contract
 from tests.e2e.whole_system import (
@@ -433,6 +434,7 @@ class Outages:
             what="the allocator leading",
         )
         before = restarts(system)[CLIQUE_ALLOCATOR]
+        pid = system.service_pid(CLIQUE_ALLOCATOR)
         await system.cdo("sim", "freeze", CLIQUE_ALLOCATOR)
         try:
             await wait_for(
@@ -444,12 +446,19 @@ class Outages:
         finally:
             await system.cdo("sim", "thaw", CLIQUE_ALLOCATOR)
         # It wakes past its renew deadline: it steps down and the control plane restarts it.
-        await wait_for(
-            lambda: restarts(system)[CLIQUE_ALLOCATOR] > before,
-            timeout=60,
-            interval=0.3,
-            what="the thawed allocator restarted",
-        )
+        try:
+            await wait_for(
+                lambda: restarts(system)[CLIQUE_ALLOCATOR] > before,
+                timeout=60,
+                interval=0.3,
+                what="the thawed allocator restarted",
+            )
+        except AssertionError as exc:
+            log = system.state_dir / "logs" / f"{CLIQUE_ALLOCATOR}.log"
+            state = "frozen" if frozen(pid) else "running" if alive(pid, "allocator") else "gone"
+            tail = log.read_text().splitlines()[-15:] if log.exists() else []
+            message = f"{exc}; pid {pid} {state}; its log ends:\n" + "\n".join(tail)
+            raise AssertionError(message) from None
         self.done.append("clique allocator frozen past its Lease, thawed, restarted")
 
     async def _nats_outage(self) -> None:
