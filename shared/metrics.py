@@ -233,6 +233,13 @@ class Metrics:
             ["resource", "reason"],
             registry=r,
         )
+        self.informer_undecodable = Counter(
+            "cdo_informer_undecodable",
+            "Objects an informer skipped because they do not decode into its type (each is "
+            "logged once), by resource.",
+            ["resource"],
+            registry=r,
+        )
         self.informer_handler_errors = Counter(
             "cdo_informer_handler_errors",
             "Event handlers that raised (the informer keeps running), by resource.",

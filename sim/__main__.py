@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ from sim.control.api import control_app
 from sim.control.http import request
 from sim.control.state import (
     ACCESS_RECORD_FILE,
+    API_DATA_DIR,
     CLUSTER_FILE,
     DEFAULT_STATE_DIR,
     ClusterFile,
@@ -48,6 +50,8 @@ from sim.topology import DEFAULT_TOPOLOGY, TopologyError
 
 async def up(args: argparse.Namespace, release: ReleaseSettings) -> int:
     state_dir: Path = args.state_dir.resolve()
+    # A new cluster starts empty: the API server's data is kept only across its own restarts.
+    shutil.rmtree(state_dir / API_DATA_DIR, ignore_errors=True)
     options = ClusterOptions(
         state_dir=state_dir,
         topology=args.topology,
@@ -58,6 +62,8 @@ async def up(args: argparse.Namespace, release: ReleaseSettings) -> int:
             pod_graceful_deletion=True,
             enforce_auth=True,
             access_record=str(state_dir / ACCESS_RECORD_FILE),
+            # Kept on disk so that `cdo sim restart api` brings the same server back.
+            data_dir=str(state_dir / API_DATA_DIR) if not args.api_in_process else "",
             **release,
         ),
         kubelet=KubeletSettings(gpu_devices="plugin" if args.device_plugins else "topology"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import sys
 
@@ -14,3 +15,15 @@ def die_with_parent() -> None:
     when the parent itself was SIGKILLed, so a killed cluster leaves no process behind."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def die_with(parent: int) -> None:
+    """In the child itself, first thing: the same, for a child started without ``preexec_fn``.
+
+    A ``preexec_fn`` makes Python fork the whole parent, and a parent that runs gRPC (the
+    simulated kubelets do) can abort in the forked child before it execs; started without one
+    the child is spawned cleanly and asks for the signal itself. If the parent is gone already
+    (it died before the child got here), the child exits at once."""
+    die_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)

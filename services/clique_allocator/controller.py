@@ -66,7 +66,7 @@ class CliqueAllocator(LeaderElectedController):
             caches=self.caches,
             state=self.state,
             book=self.book,
-            writes=AllocatorWrites(client, field_manager=settings.api.field_manager),
+            writes=AllocatorWrites(self.leader_client, field_manager=settings.api.field_manager),
             recorder=self.event_recorder(COMPONENT),
             metrics=metrics,
             tracer=ctx.tracer,

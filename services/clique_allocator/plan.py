@@ -50,7 +50,7 @@ from services.clique_allocator.planning.channelonly import (
     plan_channel_only,
     without_channel_only,
 )
-from services.clique_allocator.planning.failover import FailedOver, fail_over
+from services.clique_allocator.planning.failover import FailedOver, Waited, fail_over
 from services.clique_allocator.planning.grow import plan_growth
 from services.clique_allocator.planning.hold import (
     Hold,
@@ -113,6 +113,7 @@ def plan_domain(
     view: ClusterView,
     ranks: Mapping[str, int] | None = None,
     now: datetime | None = None,
+    waited: Waited | None = None,
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int] = plugin_gpus,
     limits: LimitsOf | None = None,
@@ -122,8 +123,9 @@ def plan_domain(
     """The plan for one domain; see the module docstring. ``pods`` use the domain's claims;
     ``gang`` is the size of the gang of pods that take GPUs (``gang.py``); ``ranks`` are the
     ranks of those that carry an index (``ranks.pod_rank``); ``now`` (whole seconds, UTC)
-    times failover, which is off without it; ``nodes_without_nvlink`` counts the GPU nodes on
-    no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of`` tells the
+    stamps failover, which is off without it, and ``waited`` says how long a stuck slice has
+    waited (``planning/failover.py``, clock skew); ``nodes_without_nvlink`` counts the GPU nodes
+    on no NVLink fabric that take new pods (``planning/nvlinkless.py``); ``gpus_of`` tells the
     GPUs a pod asks for (``nvidia.com/gpu`` only by default; the reconciler adds DRA claims);
     ``limits`` gives the nodes the gang's pods can be scheduled on (every usable node without
     it; ``limits(0)``: the pods without GPUs); ``channel_only`` tells a pod that asks for no
@@ -147,13 +149,13 @@ def plan_domain(
         unknown = any(gpus_of(pod) == 0 for pod in live)
         plan = _plan_gpus(
             key=key, domain=domain, placement=placement, pods=pods, gang=gang, view=view,
-            ranks=ranks, now=now, nodes_without_nvlink=nodes_without_nvlink, gpus_of=gpus_of,
-            limits=limits,
+            ranks=ranks, now=now, waited=waited, nodes_without_nvlink=nodes_without_nvlink,
+            gpus_of=gpus_of, limits=limits,
         )  # fmt: skip
         return msgspec.structs.replace(plan, unknown_size=True) if unknown else plan
     return _plan_with_channel_only(
         key=key, domain=domain, placement=placement, pods=pods, without=without, gang=gang,
-        view=view, ranks=ranks, now=now, nodes_without_nvlink=nodes_without_nvlink,
+        view=view, ranks=ranks, now=now, waited=waited, nodes_without_nvlink=nodes_without_nvlink,
         gpus_of=gpus_of, limits=limits, room=room() if room is not None else ChannelRoom(),
     )  # fmt: skip
 
@@ -175,6 +177,7 @@ def _plan_with_channel_only(
     view: ClusterView,
     ranks: Mapping[str, int] | None,
     now: datetime | None,
+    waited: Waited | None,
     nodes_without_nvlink: int,
     gpus_of: Callable[[Pod], int],
     limits: LimitsOf | None,
@@ -195,7 +198,7 @@ def _plan_with_channel_only(
     else:
         gpus = _plan_gpus(
             key=key, domain=domain, placement=stripped, pods=gpu_pods, gang=gang, view=view,
-            ranks=gpu_ranks(ranks or {}, without), now=now,
+            ranks=gpu_ranks(ranks or {}, without), now=now, waited=waited,
             nodes_without_nvlink=nodes_without_nvlink, gpus_of=gpus_of, limits=limits,
         )  # fmt: skip
     if gpus.action == "delete":
@@ -264,6 +267,7 @@ def _plan_gpus(
     view: ClusterView,
     ranks: Mapping[str, int] | None,
     now: datetime | None,
+    waited: Waited | None,
     nodes_without_nvlink: int,
     gpus_of: Callable[[Pod], int],
     limits: LimitsOf | None,
@@ -291,6 +295,7 @@ def _plan_gpus(
         view=view,
         ranks=ranks,
         now=now,
+        waited=waited,
         gpus_of=gpus_of,
     )
 
@@ -358,6 +363,7 @@ def _plan(
     view: ClusterView,
     ranks: Mapping[str, int] | None,
     now: datetime | None,
+    waited: Waited | None,
     gpus_of: Callable[[Pod], int],
 ) -> Plan:
     """Release, reserve, pin, hold (the module docstring)."""
@@ -375,7 +381,7 @@ def _plan(
     before = holds_of(placement) if placement is not None else []
     failed_over = _release(
         key=key, domain=domain, before=before, pods=pods, ask=ask, places=places, view=view,
-        ranks=ranks, now=now,
+        ranks=ranks, now=now, waited=waited,
     )  # fmt: skip
     released = failed_over.released
     growth = plan_growth(
@@ -416,6 +422,7 @@ def _release(
     view: ClusterView,
     ranks: Mapping[str, int],
     now: datetime | None,
+    waited: Waited | None,
 ) -> FailedOver:
     """What the record still holds once gone pods and lost nodes are let go, and once slices
     stuck past their grace fail over (only with a clock to judge the grace by)."""
@@ -437,6 +444,7 @@ def _release(
         policy=domain.spec.failover,
         healthy=places.healthy,
         now=now,
+        waited=waited,
     )
 
 

@@ -19,6 +19,7 @@ from services.clique_allocator.gang import GangSize, less_channel_only
 from services.clique_allocator.objects import finished
 from services.clique_allocator.placement import ClusterView, Reservation
 from services.clique_allocator.plan import INVALID_REQUEST, LimitsOf, RoomOf, plan_domain
+from services.clique_allocator.planning.failover import Waited
 from services.clique_allocator.planning.hold import holds
 from services.clique_allocator.planning.notices import Notice
 from services.clique_allocator.planning.outcome import Action, Plan
@@ -46,6 +47,7 @@ def plan_units(
     unknown: bool = False,
     view: ClusterView,
     now: datetime | None = None,
+    waited: Waited | None = None,
     nodes_without_nvlink: int = 0,
     gpus_of: Callable[[Pod], int],
     limits: Callable[[Sequence[Pod]], LimitsOf | None] | None = None,
@@ -84,6 +86,7 @@ def plan_units(
             view=view,
             ranks=ask.ranks,
             now=now,
+            waited=waited,
             nodes_without_nvlink=nodes_without_nvlink,
             gpus_of=gpus_of,
             limits=limits(ask.pods) if limits is not None else None,

@@ -53,7 +53,7 @@ from services.clique_allocator.ranks import pod_rank
 from services.clique_allocator.records import owned_by
 from services.clique_allocator.state import ClusterState
 from services.clique_allocator.tracecontext import story
-from services.clique_allocator.units import has_units, split_units, unit_asks
+from services.clique_allocator.units import has_units, in_domain, split_units, unit_asks
 from services.clique_allocator.writes import AllocatorWrites
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import COMPUTE_DOMAINS
@@ -64,6 +64,7 @@ from shared.kube.models import Pod
 from shared.kube.ownwrites import OwnWrites
 from shared.kube.reconcile import Result
 from shared.kube.recorder import EventRecorder
+from shared.sightings import Sightings
 from shared.tracing import exports
 from shared.tracing.story import node_faults, story_annotations, story_parent, story_patch
 
@@ -113,6 +114,9 @@ class AllocatorReconciler:
         """Uids of pods this allocator held (condition Placed=False) and has not pinned since,
         oldest first (at most ``HELD_KEPT``): a pin writes Placed=True for them even when the
         cache does not show the hold yet."""
+        self._stuck: Sightings[tuple[str, int, datetime]] = Sightings()
+        """Stuck slices by (engine key, index, waitingSince): how long this replica has seen
+        each wait, the failover grace's clock (planning/failover.py)."""
         self.waiting: set[ObjectKey] = set()
         self.wake_waiting: Callable[[], None] = lambda: None
         """Set by the owner: queue every waiting domain again."""
@@ -181,6 +185,11 @@ class AllocatorReconciler:
         view, gpus_of, channel_only = self._gpu_view(pods)
         now = datetime.now(UTC).replace(microsecond=0)
         without_nvlink = self._state.nodes_without_nvlink()
+        if domain is None:
+            self._stuck.forget_where(lambda stuck: in_domain(stuck[0], key))
+
+        def waited(engine_key: str, index: int, since: datetime) -> float:
+            return self._stuck.age_s((engine_key, index, since))
 
         def room() -> ChannelRoom:
             return ChannelRoom(free=self._state.free_attachments(), own=self._state.own_pods(key))
@@ -219,8 +228,8 @@ class AllocatorReconciler:
                 return plan_units(
                     key=key, domain=domain, placement=placement, units=asks,
                     unlabelled=units.unlabelled, unknown=units.unknown, view=view, now=now,
-                    nodes_without_nvlink=without_nvlink, gpus_of=gpus_of, limits=limits_of,
-                    channel_only=channel_only, room=room,
+                    waited=waited, nodes_without_nvlink=without_nvlink, gpus_of=gpus_of,
+                    limits=limits_of, channel_only=channel_only, room=room,
                 )  # fmt: skip
             gang = self._gpu_gang(domain, live, explicit, gpus_of, channel_only)
         return plan_domain(
@@ -232,6 +241,7 @@ class AllocatorReconciler:
             view=view,
             ranks=self._ranks(pods),
             now=now,
+            waited=waited,
             nodes_without_nvlink=without_nvlink,
             gpus_of=gpus_of,
             limits=limits_of(pods),

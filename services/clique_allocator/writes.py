@@ -4,8 +4,13 @@
   from (a change by anyone else fails with 409 and is looked at again), and deleted with the uid
   it had, so a successor of the same name is never deleted.
 - A pin is one merge patch per pod: ``spec.nodeSelector["kubernetes.io/hostname"]`` and the
-  scheduling gates less ``cdo.dev/placement``. Gates can only be removed after creation, so the
-  patch cannot take away a gate someone else added; a pod that is gone is skipped.
+  scheduling gates less ``cdo.dev/placement``, conditional on the pod's uid (a successor of the
+  same name is never pinned by its predecessor's seat). Gates can only be removed after creation,
+  so the patch cannot take away a gate someone else added; and the API lets a pod's nodeSelector
+  only grow while it is gated, so once one pin has ungated a pod no later pin (of a replica
+  that led before) can move it; a pod that is gone is skipped.
+- Annotations of a Placement are merged conditionally on its resourceVersion, like its
+  replacement.
 - The ``cdo.dev/Placed`` condition is a strategic merge patch of the pod's status, merged by
   type, so the kubelet's and the scheduler's conditions stay.
 - An eviction (a pod of a slice that failed over) goes through the Eviction API
@@ -48,7 +53,9 @@ def pin_patch(pod: Pod, node: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"schedulingGates": remaining or None}
     if node:
         spec["nodeSelector"] = {HOSTNAME_LABEL: node}
-    return {"spec": spec}
+    if not pod.metadata.uid:
+        return {"spec": spec}
+    return {"metadata": {"uid": pod.metadata.uid}, "spec": spec}
 
 
 def condition_patch(*, status: str, reason: str, message: str) -> dict[str, Any]:
@@ -108,10 +115,14 @@ class AllocatorWrites:
         self, placement: Placement, annotations: Mapping[str, str | None]
     ) -> Placement:
         """Merge-patch the given annotations of ``placement`` (None removes one)."""
+        metadata = {
+            "annotations": dict(annotations),
+            "resourceVersion": placement.metadata.resource_version,
+        }
         raw = await self._client.patch(
             PLACEMENTS,
             placement.metadata.name,
-            {"metadata": {"annotations": dict(annotations)}},
+            {"metadata": metadata},
             namespace=placement.metadata.namespace,
             field_manager=self._manager,
         )
@@ -130,7 +141,7 @@ class AllocatorWrites:
             raise
 
     async def pin(self, pod: Pod, node: str) -> bool:
-        """Pin and ungate; False when the pod is gone."""
+        """Pin and ungate; False when the pod is gone or another of its name is there now."""
         try:
             await self._client.patch(
                 PODS,
@@ -140,7 +151,7 @@ class AllocatorWrites:
                 field_manager=self._manager,
             )
         except KubeApiError as exc:
-            if exc.not_found:
+            if exc.not_found or exc.conflict:
                 return False
             raise
         return True

@@ -62,7 +62,9 @@ class DomainController(LeaderElectedController):
         self.ledger = Ledger()
         own = OwnWrites[ComputeDomain]()
         connect(self.caches, domains=self.domains, device_classes=self.device_classes, own=own)
-        self.writes = DomainWrites(client, field_manager=settings.api.field_manager, own=own)
+        self.writes = DomainWrites(
+            self.leader_client, field_manager=settings.api.field_manager, own=own
+        )
         self.reconciler = DomainReconciler(
             caches=self.caches,
             writes=self.writes,

@@ -1,9 +1,10 @@
 """The controller's writes to the API; each ComputeDomain it writes is remembered in its
 OwnWrites (shared/kube/ownwrites.py), so a reconcile reads its own writes before the cache does.
 
-Every write is idempotent or guarded: finalizer changes carry the resourceVersion they were
-computed from (a stale view fails with 409 and is retried from fresh state); deletions carry the
-uid of what was looked at, so a successor of the same name is never deleted; the status is a
+Every write is idempotent or guarded: changes of a ComputeDomain (finalizers, annotations, the
+status) carry the resourceVersion they were computed from, so a stale view (another writer, or a
+replica that led before this one) fails with 409 and is retried from fresh state; deletions carry
+the uid of what was looked at, so a successor of the same name is never deleted; the status is a
 merge patch of the whole status, which only this controller writes.
 """
 
@@ -39,6 +40,9 @@ class DomainWrites:
     async def _patch_domain(
         self, domain: ComputeDomain, body: dict[str, Any], *, subresource: str = ""
     ) -> ComputeDomain:
+        """A merge patch conditional on the resourceVersion ``domain`` was read at."""
+        metadata = body.setdefault("metadata", {})
+        metadata["resourceVersion"] = domain.metadata.resource_version
         raw = await self._client.patch(
             COMPUTE_DOMAINS,
             domain.metadata.name,
@@ -73,14 +77,9 @@ class DomainWrites:
 
     @staticmethod
     def _finalizers(domain: ComputeDomain, finalizers: list[str]) -> dict[str, Any]:
-        # The resourceVersion makes the merge patch conditional: finalizers of others that
-        # arrived since we looked are never dropped.
-        return {
-            "metadata": {
-                "finalizers": finalizers or None,
-                "resourceVersion": domain.metadata.resource_version,
-            }
-        }
+        # The resourceVersion (_patch_domain) makes the merge patch conditional: finalizers of
+        # others that arrived since we looked are never dropped.
+        return {"metadata": {"finalizers": finalizers or None}}
 
     async def write_status(
         self, domain: ComputeDomain, status: ComputeDomainStatus

@@ -13,14 +13,26 @@ this node's own ``pending`` record, it decides the claim right there, from the c
 that event (the serialisation argument is in ``breaker``). It also tells the monitor when
 another node's change matters: while this node is held back, any change in what another
 node counts for may make room. Everything else is ``breaker`` (pure) and ``ledger``.
+
+**Clock skew.** A record's ``at`` is written by its node's clock, which may be ahead of or
+behind this one's by any amount. The monitor never compares another node's stamp with its own
+clock: it measures how long it has seen each record of another node on its own monotonic clock
+(shared/sightings.py) and hands the pure functions the peer with ``at`` moved to that moment on
+its own wall clock, so ``now - at`` is a duration on one clock. A record counts against the caps
+for at least ``window_s`` (or ``claim_timeout_s``) after this monitor first saw it, never less,
+whatever the clocks say; the node's own record is judged by its own clock, which wrote it. A
+monitor that restarts sees every record afresh: it may hold NoExecute back longer, never less.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
+
+import msgspec
 
 from services.health_monitor.breaker import (
     Admission,
@@ -43,6 +55,7 @@ from services.health_monitor.state import NodeHealth
 from shared.kube.models import Node
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import NODES
+from shared.sightings import Sightings
 
 log = logging.getLogger("cdo.health_monitor")
 
@@ -65,12 +78,15 @@ class Fleet:
         metrics: HealthMetrics,
         nodes: NodeCache,
         wall_clock: Callable[[], datetime],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._name = node_name
         self._settings = settings
         self._metrics = metrics
         self._nodes = nodes
         self._wall = wall_clock
+        # Others' records by (node, state, at): when this monitor first saw each one.
+        self._sightings: Sightings[tuple[str, str, datetime]] = Sightings(clock)
         self.verdict: Admission | None = None  # the decision on this node's latest claim
         self.withheld: Admission | None = None  # the hold the last step reported
         self._held = False  # this node's record says held: other nodes' changes matter
@@ -84,7 +100,30 @@ class Fleet:
         return self._settings.enabled
 
     def peers(self) -> list[Peer]:
-        return [peer_of(node) for node in self._nodes.objects()]
+        """Every Node as the breaker counts it, others' records timed on this monitor's clock
+        (the module docstring)."""
+        now = self._wall()
+        peers = [peer_of(node) for node in self._nodes.objects()]
+        seen = [self._seen(peer, now=now) for peer in peers]
+        self._sightings.retain(
+            (peer.name, peer.record.state, peer.record.at)
+            for peer in peers
+            if peer.record is not None and peer.name != self._name
+        )
+        return seen
+
+    def _sight(self, node: Node) -> None:
+        """Start timing another node's record the moment the watch delivers it."""
+        record = peer_of(node).record
+        if record is not None:
+            self._sightings.age_s((node.metadata.name, record.state, record.at))
+
+    def _seen(self, peer: Peer, *, now: datetime) -> Peer:
+        record = peer.record
+        if record is None or peer.name == self._name:
+            return peer
+        age = timedelta(seconds=self._sightings.age_s((peer.name, record.state, record.at)))
+        return msgspec.structs.replace(peer, record=msgspec.structs.replace(record, at=now - age))
 
     # -- the informer's handler ---------------------------------------------------------------
 
@@ -94,6 +133,8 @@ class Fleet:
         if current is None:
             return False
         if current.metadata.name != self._name:
+            if new is not None:
+                self._sight(new)
             if not self._held:
                 return False
             before = peer_of(old) if old is not None else None

@@ -4,13 +4,21 @@ kubernetes-asyncio provides configuration, authentication and the HTTP session; 
 goes through :meth:`KubeClient.request` with ``_preload_content=False`` so responses are decoded by
 the caller with msgspec into the Structs it needs (far faster than the generated models), and
 errors are raised as :class:`KubeApiError` with the server's Status.
+
+A leader-elected controller writes through a *fenced* view of its client
+(:meth:`KubeClient.fenced`): every write first asks how long this replica may still act as
+leader, is refused with LeadershipLostError when that is no time at all, and otherwise gets no
+longer than that to finish; its ``timeout`` option carries the same deadline to the API server,
+which answers 504 rather than apply it later. So a leader that could not renew in time (stalled,
+frozen, cut off) has nothing applied once its renew deadline has passed, which comes before any
+other replica may take the Lease over (shared/kube/leader.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from shared.errors import LeadershipLostError
 from shared.kube import kubeconfig as kubeconfig_files
 from shared.kube.errors import KubeApiError
 from shared.kube.kubeconfig import ClusterSource
@@ -30,14 +39,25 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+LeaseLeft = Callable[[], float]
+"""Seconds this replica may still write as leader (0 or less: none)."""
 
 
 class KubeClient:
     """Requests against one API server. Create with :meth:`connect`; close when done."""
 
-    def __init__(self, api: k8s.ApiClient, *, request_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        request_timeout_s: float = 30.0,
+        lease_left: LeaseLeft | None = None,
+    ) -> None:
         self._api = api
         self._timeout = request_timeout_s
+        self._lease_left = lease_left
         _skip_env_lookups_when_unused(api)
 
     @classmethod
@@ -85,6 +105,12 @@ class KubeClient:
             )
         return cls(k8s.ApiClient(configuration), request_timeout_s=request_timeout_s)
 
+    def fenced(self, lease_left: LeaseLeft) -> KubeClient:
+        """This client, for a leader's writes: each write is refused once ``lease_left()`` is
+        no longer positive and times out when it ends (the module docstring). It shares this
+        client's connections; close this client, not the view."""
+        return KubeClient(self._api, request_timeout_s=self._timeout, lease_left=lease_left)
+
     @property
     def api_client(self) -> k8s.ApiClient:
         """The kubernetes-asyncio client, for code that wants its typed APIs."""
@@ -103,6 +129,18 @@ class KubeClient:
         content_type: str = "application/json",
         request_timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
+        timeout = request_timeout if request_timeout is not None else self._timeout
+        if self._lease_left is not None and method in WRITE_METHODS:
+            left = self._lease_left()
+            if left <= 0:
+                raise LeadershipLostError(
+                    f"{method} {path} refused: not leading (the Lease's renew deadline passed)"
+                )
+            if isinstance(timeout, float | int):
+                timeout = min(float(timeout), left)
+            # The server holds the request to the same deadline (its timeout filter): one it
+            # cannot apply in time is answered 504 and not applied later.
+            query = [*query, ("timeout", f"{max(1, int(left * 1000))}ms")]
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
@@ -112,7 +150,7 @@ class KubeClient:
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _request_timeout=request_timeout if request_timeout is not None else self._timeout,
+                _request_timeout=timeout,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise KubeApiError(

@@ -4,7 +4,8 @@ way.
 
 A controller derives from :class:`LeaderElectedController`, builds its caches, queues, runners
 and reconcilers in ``__init__`` with the helpers here, and implements ``_lead``: what the Lease
-holder runs (it returns only when cancelled)::
+holder runs (it returns only when cancelled). Its writes go through ``leader_client``, which
+refuses them once the Lease's renew deadline has passed::
 
     class DomainController(LeaderElectedController):
         def __init__(self, ctx, *, client, settings):
@@ -99,6 +100,9 @@ class LeaderElectedController:
             settings=settings.leader_election,
             metrics=ctx.metrics,
         )
+        self.leader_client = client.fenced(self.elector.lease_left)
+        """The client every write of the leader goes through: none is applied once the Lease's
+        renew deadline has passed (shared/kube/leader.py)."""
 
     def work_queue(self, name: str) -> WorkQueue[ObjectKey]:
         """A rate-limited queue of object keys, with the controller's retry settings."""
@@ -129,7 +133,7 @@ class LeaderElectedController:
     def event_recorder(self, component: str) -> EventRecorder:
         """Kubernetes Events reported as ``component`` by this replica."""
         return EventRecorder(
-            self._client,
+            self.leader_client,
             component=component,
             instance=self._ctx.instance,
             metrics=self._ctx.metrics,

@@ -13,7 +13,12 @@ Rules, each one a way real clusters break naive watchers:
 - ``410 Gone`` (an ERROR event or the HTTP status) means the version left the server's window:
   LIST again and report only the differences, deletions included, to the handlers;
 - no line at all for ``inactivity_s`` (not even a bookmark) ends a stuck stream;
-- every failure backs off exponentially with jitter, up to ``backoff_max_s``; success resets it;
+- every failure backs off exponentially with jitter, up to ``backoff_max_s``, and never less than
+  the server's ``Retry-After`` (429 and 503); success resets it;
+- an object that does not decode into the informer's type (a field of a type this build does not
+  expect) is skipped, counted in ``cdo_informer_undecodable_total{resource}`` and logged once
+  with its key: the cache keeps the last version of it that decoded (none, for a new object),
+  and the informer goes on with every other object; its deletion still removes it;
 - an informer of an optional API (``presence``, shared/kube/presence.py) lists nothing while the
   server does not serve it: it is synced with an empty cache, so it never holds up readiness or
   reconciling, and it lists and watches as soon as the API is served (a 404 sends it back).
@@ -68,13 +73,40 @@ class InformerSettings(Settings, frozen=True, kw_only=True):
     ] = 300.0
 
 
-class ObjectList(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
+class RawList(msgspec.Struct, frozen=True, kw_only=True):
+    """A LIST page, its items left encoded: each is decoded on its own, so one that does not
+    decode cannot spoil the others."""
+
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: list[T] = msgspec.field(default_factory=list)
+    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
 
 
 class _ExpiredError(Exception):
     """The watch's resourceVersion expired: start over with a LIST."""
+
+
+class _IdentityMeta(msgspec.Struct, frozen=True, rename="camel"):
+    name: object = ""
+    namespace: object = ""
+    resource_version: object = ""
+
+
+class _Identity(msgspec.Struct, frozen=True):
+    """What can be read of any object, however odd its other fields: its key and version."""
+
+    metadata: _IdentityMeta = msgspec.field(default_factory=_IdentityMeta)
+
+    @property
+    def key(self) -> str:
+        name, namespace = self.metadata.name, self.metadata.namespace
+        if not isinstance(name, str) or not isinstance(namespace, str):
+            return "?"
+        return f"{namespace}/{name}" if namespace else name
+
+    @property
+    def resource_version(self) -> str:
+        version = self.metadata.resource_version
+        return version if isinstance(version, str) else ""
 
 
 class Informer(Generic[T]):
@@ -103,8 +135,11 @@ class Informer(Generic[T]):
         self._settings = settings or InformerSettings()
         self._metrics = metrics or Metrics()
         self._handlers: list[Handler[T]] = []
-        self._list_decoder = msgspec.json.Decoder(ObjectList[object_type])  # type: ignore[valid-type]
+        self._list_decoder = msgspec.json.Decoder(RawList)
         self._object_decoder = msgspec.json.Decoder(object_type)
+        self._identity_decoder = msgspec.json.Decoder(_Identity)
+        self._undecodable: set[str] = set()  # keys logged as undecodable, until they decode
+        self._skipped = self._metrics.informer_undecodable.labels(resource.plural)
         self._event_decoder = msgspec.json.Decoder(RawWatchEvent)
         self._synced = asyncio.Event()
         self._resource_version = ""
@@ -173,18 +208,19 @@ class Informer(Generic[T]):
                 )
                 if not self._resource_version:
                     reason = reason or "error"
-                await asyncio.sleep(max(pause, exc.retry_after_s) * random.uniform(0.8, 1.2))
+                await asyncio.sleep(max(pause * random.uniform(0.8, 1.2), exc.retry_after_s))
             except TimeoutError:
                 log.warning(
                     "watch went silent; reconnecting", extra={"resource": self.resource.plural}
                 )
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                # An object this build cannot read: keep what the cache has and try again later
-                # rather than stop every controller that depends on it.
+                # Not JSON at all (an object of the wrong type is skipped where it is decoded):
+                # where the stream stood is unknown, so list again after a pause.
                 log.error(
-                    "undecodable object from the API",
+                    "unreadable answer from the API; listing again",
                     extra={"resource": self.resource.plural, "error": str(exc)},
                 )
+                reason = "error"
                 await asyncio.sleep(pause)
             pause = min(pause * 2, self._settings.backoff_max_s)
 
@@ -202,6 +238,30 @@ class Informer(Generic[T]):
         await self.presence.wait_served()
         return False
 
+    def _decode(self, raw: bytes | msgspec.Raw) -> T | _Identity:
+        """The object, or (when it does not decode into the type) its identity, counted and
+        logged once per key."""
+        try:
+            obj = self._object_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            identity = self._identity_decoder.decode(raw)
+            self._skipped.inc()
+            if identity.key not in self._undecodable:
+                self._undecodable.add(identity.key)
+                log.error(
+                    "object skipped: it does not decode; the cache keeps its last readable version",
+                    extra={
+                        "resource": self.resource.plural,
+                        "key": identity.key,
+                        "resource_version": identity.resource_version,
+                        "error": str(exc),
+                    },
+                )
+            return identity
+        if self._undecodable:
+            self._undecodable.discard(obj.key)
+        return obj
+
     async def _list(self, reason: str) -> None:
         self._metrics.informer_lists.labels(self.resource.plural, reason).inc()
         objects: list[T] = []
@@ -217,7 +277,12 @@ class Informer(Generic[T]):
                     continue_token=token,
                 )
             )
-            objects.extend(page.items)
+            for item in page.items:
+                decoded = self._decode(item)
+                if not isinstance(decoded, _Identity):
+                    objects.append(decoded)
+                elif (kept := self.cache.get(decoded.key)) is not None:
+                    objects.append(kept)
             token = page.metadata.continue_
             if not token:
                 break
@@ -260,15 +325,23 @@ class Informer(Generic[T]):
             self._resource_version = bookmark.metadata.resource_version or self._resource_version
             self._events["BOOKMARK"].inc()
             return
-        obj = self._object_decoder.decode(event.object)
-        if kind == "DELETED":
-            old = self.cache.delete(obj.key)
-            self._notify(old or obj, None)
-        elif kind in ("ADDED", "MODIFIED"):
-            self._notify(self.cache.upsert(obj), obj)
-        else:
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("unknown watch event type", extra={"type": kind})
             return
+        obj = self._decode(event.object)
+        if isinstance(obj, _Identity):
+            if kind == "DELETED":
+                self._undecodable.discard(obj.key)
+                if (old := self.cache.delete(obj.key)) is not None:
+                    self._notify(old, None)
+            self._resource_version = obj.resource_version or self._resource_version
+            return
+        if kind == "DELETED":
+            self._undecodable.discard(obj.key)
+            old = self.cache.delete(obj.key)
+            self._notify(old or obj, None)
+        else:
+            self._notify(self.cache.upsert(obj), obj)
         self._resource_version = obj.metadata.resource_version
         self._events[kind].inc()
 

@@ -2,14 +2,28 @@
 
     elector = LeaderElector(client, namespace="cdo-system", name="domain-controller",
                             identity=ctx.instance)
+    writer = client.fenced(elector.lease_left)   # the leader's writes go through this
     ctx.readiness.add("leader election", lambda: elector.started)
     ctx.supervisor.start("leader", elector.run(lead))   # lead() runs only while leading
 
 Expiry is judged by this process's own clock, from when it last *saw the Lease change* (as
 client-go does), never by comparing the holder's timestamps with local time, so clock skew between
-nodes cannot make two leaders. The leader renews every ``retry_period_s``; if it cannot renew for
-``renew_deadline_s`` (or finds another holder) it raises LeadershipLostError, which makes the
-process exit: a controller that may have been replaced must not write again. On an orderly
+nodes cannot make two leaders. The leader renews every ``retry_period_s``.
+
+**A leader that cannot renew stops writing before anyone else can lead.** Its leadership is
+good until ``renew_deadline_s`` after the start of its last successful renewal (:meth:`lease_left`),
+measured on its monotonic clock. A standby may take over only once it has seen no change of the
+Lease for ``lease_duration_s``, which is longer, and the standby saw that renewal no earlier than
+it was made. So when the deadline passes:
+
+- every write through the fenced client (shared/kube/client.py) is refused, and a write in flight
+  times out no later than the deadline: a frozen (SIGSTOP) or stalled leader that wakes up sends
+  nothing, whichever of its tasks runs first;
+- a renew still in flight is abandoned (the deadline is enforced during the request, not only
+  after it returns), and the elector raises LeadershipLostError, which makes the process exit:
+  a controller that may have been replaced must not write again.
+
+It also raises LeadershipLostError as soon as a renew finds another holder. On an orderly
 shutdown the leader releases the Lease so a standby takes over at once instead of waiting for it
 to expire. With ``metrics``, ``leader_election_master_status{name}`` (client-go's name) says
 whether this replica leads.
@@ -27,7 +41,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from shared.errors import LeadershipLostError
+from shared.errors import ConfigError, LeadershipLostError
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.meta import KubeObject
@@ -88,6 +102,7 @@ class LeaderElector:
         self._name = name
         self.identity = identity
         self._settings = settings or LeaderElectionSettings()
+        _check_timing(self._settings)
         self._clock = clock
         self._observed_version = ""
         self._observed_at = 0.0
@@ -170,8 +185,16 @@ class LeaderElector:
 
     # -- the loop ---------------------------------------------------------------------------
 
+    def lease_left(self) -> float:
+        """Seconds this replica may still act as leader: until ``renew_deadline_s`` after the
+        start of its last successful renewal; 0 when it does not lead (the module docstring)."""
+        if not self.is_leader:
+            return 0.0
+        return self._renewed_at + self._settings.renew_deadline_s - self._clock()
+
     async def _acquire(self) -> None:
         while True:
+            attempted_at = self._clock()
             try:
                 acquired = await self.try_acquire_or_renew()
             except KubeApiError as exc:
@@ -179,29 +202,36 @@ class LeaderElector:
                 acquired = False
             self.started = True
             if acquired:
+                self._renewed_at = attempted_at
                 self.is_leader = True
-                self._renewed_at = self._clock()
                 log.info("became leader", extra={"lease": self._name, "identity": self.identity})
                 return
             await asyncio.sleep(self._settings.retry_period_s)
 
+    def _lost(self, why: str) -> LeadershipLostError:
+        self.is_leader = False
+        return LeadershipLostError(f"lease {self._name}: {why}")
+
     async def _renew_forever(self) -> None:
         while True:
-            await asyncio.sleep(self._settings.retry_period_s)
+            await asyncio.sleep(min(self._settings.retry_period_s, max(0.0, self.lease_left())))
+            left = self.lease_left()
+            if left <= 0:
+                raise self._lost(f"not renewed within {self._settings.renew_deadline_s}s")
+            attempted_at = self._clock()
             try:
-                if await self.try_acquire_or_renew():
-                    self._renewed_at = self._clock()
-                    continue
-                # Someone else holds the Lease now: leave at once.
-                self.is_leader = False
-                raise LeadershipLostError(f"lease {self._name} is held by another identity")
+                async with asyncio.timeout(left):
+                    renewed = await self.try_acquire_or_renew()
+            except TimeoutError:
+                raise self._lost(
+                    f"renew still in flight at the {self._settings.renew_deadline_s}s deadline"
+                ) from None
             except KubeApiError as exc:
                 log.warning("lease renew failed", extra={"lease": self._name, "error": str(exc)})
-            if self._clock() - self._renewed_at > self._settings.renew_deadline_s:
-                self.is_leader = False
-                raise LeadershipLostError(
-                    f"could not renew lease {self._name} for {self._settings.renew_deadline_s}s"
-                )
+                continue
+            if not renewed:
+                raise self._lost("held by another identity")  # leave at once
+            self._renewed_at = attempted_at
 
     async def release(self) -> None:
         """Give the Lease up so a standby can take over now (only if we still hold it)."""
@@ -247,3 +277,17 @@ class LeaderElector:
             raise lost.exceptions[0] from None
         finally:
             await asyncio.shield(self.release())
+
+
+def _check_timing(settings: LeaderElectionSettings) -> None:
+    """The order the guarantee rests on: retry < renew deadline < lease duration."""
+    if not settings.renew_deadline_s < settings.lease_duration_s:
+        raise ConfigError(
+            f"leader_election.renew_deadline_s ({settings.renew_deadline_s}) must be shorter "
+            f"than leader_election.lease_duration_s ({settings.lease_duration_s})"
+        )
+    if not settings.retry_period_s < settings.renew_deadline_s:
+        raise ConfigError(
+            f"leader_election.retry_period_s ({settings.retry_period_s}) must be shorter than "
+            f"leader_election.renew_deadline_s ({settings.renew_deadline_s})"
+        )

@@ -7,7 +7,9 @@ A reconcile gets only the key, reads current state, converges it, and says how i
   forgotten; for state that changes without an event, like a deadline);
 - it raises :class:`~shared.errors.TerminalError`: retrying cannot help; the reconciler has
   recorded why (a condition), the runner logs and counts it and does not retry;
-- it raises anything else, or overruns ``reconcile_timeout_s``: retried with backoff.
+- it raises anything else, or overruns ``reconcile_timeout_s``: retried with backoff; when the
+  failure is the API server's 429 or 503 with ``Retry-After`` (a KubeApiError, raised or among
+  those of a task group), the retry waits at least that long.
 
 Run it as a supervised root task, and drain it when shutdown begins::
 
@@ -36,6 +38,7 @@ import msgspec
 from msgspec import Meta
 
 from shared.errors import QueueShutDownError, TerminalError
+from shared.kube.errors import KubeApiError
 from shared.kube.workqueue import WorkQueue
 from shared.metrics import Metrics
 from shared.settings import Settings
@@ -71,6 +74,23 @@ class RunnerSettings(Settings, frozen=True, kw_only=True):
         float,
         Meta(description="Longest one reconcile may run before it counts as failed.", gt=0),
     ] = 60.0
+
+
+THROTTLED = (429, 503)
+"""The answers whose ``Retry-After`` a retry honours (too many requests, unavailable)."""
+
+
+def retry_after_s(exc: BaseException) -> float:
+    """The longest ``Retry-After`` of a 429 or 503 answer in ``exc`` (a group's members and
+    causes included); 0 when there is none."""
+    if isinstance(exc, KubeApiError) and exc.code in THROTTLED:
+        return exc.retry_after_s
+    inner: list[BaseException] = []
+    if isinstance(exc, BaseExceptionGroup):
+        inner.extend(exc.exceptions)
+    if exc.__cause__ is not None:
+        inner.append(exc.__cause__)
+    return max((retry_after_s(one) for one in inner), default=0.0)
 
 
 def is_terminal(exc: BaseException) -> bool:
@@ -173,7 +193,7 @@ class ReconcileRunner(Generic[K]):
             )
             return "terminal"
         retries = self.queue.retries(key)
-        self.queue.add_rate_limited(key)
+        self.queue.add_rate_limited(key, at_least_s=retry_after_s(result))
         log.warning(
             "reconcile failed; retrying with backoff",
             extra={

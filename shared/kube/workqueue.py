@@ -7,7 +7,8 @@
 - ``add_after`` holds a key back for a while (one timer for the whole queue, not one per key);
   a key held back twice keeps the earlier time.
 - ``add_rate_limited`` retries after a failure, delayed by the per-key backoff and the shared
-  retry budget (see :mod:`shared.kube.ratelimit`); ``forget`` resets the key's backoff.
+  retry budget (see :mod:`shared.kube.ratelimit`), and no sooner than ``at_least_s`` (the API
+  server's ``Retry-After``); ``forget`` resets the key's backoff.
 - ``shut_down`` refuses further adds, drops what waits or is held back, and makes ``get`` raise
   :class:`~shared.errors.QueueShutDownError`; keys in flight may finish and ``done`` still works.
   Dropping is safe because the queue holds only keys, never state: a restarted (or newly
@@ -120,12 +121,13 @@ class WorkQueue(Generic[K]):
         heapq.heappush(self._held_heap, (due, next(self._held_order), key))
         self._arm_timer()
 
-    def add_rate_limited(self, key: K) -> None:
-        """Add ``key`` again after a failure, once its backoff and the retry budget allow."""
+    def add_rate_limited(self, key: K, *, at_least_s: float = 0.0) -> None:
+        """Add ``key`` again after a failure, once its backoff and the retry budget allow, and
+        no sooner than ``at_least_s`` (what the server asked for with ``Retry-After``)."""
         if self._shutting_down:
             return
         self._instruments.retried()
-        self.add_after(key, self._limiter.delay(key))
+        self.add_after(key, max(self._limiter.delay(key), at_least_s))
 
     def forget(self, key: K) -> None:
         """Reset ``key``'s backoff: its next failure waits the shortest delay again."""

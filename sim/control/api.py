@@ -5,6 +5,8 @@ The running ``python -m sim up`` writes its URL into ``<state dir>/cluster.json`
 
     GET  /nodes                        every node: name, clique, address, powered
     POST /nodes/<name>/power/<on|off>  power a node on or off
+    POST /api/restart                  kill the API server and start it again on its port, from
+                                       its data directory (``cdo sim restart api``)
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from sim.cluster import SimulatedCluster
+from sim.kubeapi.hosting.child_process import ApiProcess
 
 
 def control_app(cluster: SimulatedCluster) -> web.Application:
@@ -40,7 +43,24 @@ def control_app(cluster: SimulatedCluster) -> web.Application:
             return web.json_response({"error": "state must be on or off"}, status=400)
         return web.json_response({"name": name, "powered": cluster.powered(name)})
 
+    async def restart_api(_request: web.Request) -> web.Response:
+        api = cluster.api
+        if not isinstance(api, ApiProcess) or not api.config.data_dir:
+            return web.json_response(
+                {"error": "the API server runs inside the cluster's process (--api-in-process) "
+                 "and keeps nothing on disk: it cannot be restarted alone"},
+                status=409,
+            )  # fmt: skip
+        try:
+            await api.restart()
+        except (RuntimeError, OSError, TimeoutError) as exc:
+            return web.json_response(
+                {"error": f"the API server did not restart: {exc}"}, status=500
+            )
+        return web.json_response({"url": api.url, "pid": api.pid, "restarts": api.restarts})
+
     app = web.Application()
+    app.router.add_post("/api/restart", restart_api)
     app.router.add_get("/nodes", nodes)
     app.router.add_post("/nodes/{name}/power/{state}", power)
     return app

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.control.down import down
-from sim.control.nodes import fault, fault_body, power
+from sim.control.freeze import FREEZABLE, freeze, thaw
+from sim.control.nodes import clock, fault, fault_body, power
+from sim.control.restart import RESTARTABLE, nats_start, nats_stop, restart
 from sim.control.up import UpOptions, up
 from sim.kubeapi.releases.flags import add_release_arguments
 
@@ -33,7 +35,8 @@ def add_parser(
     common: argparse.ArgumentParser,
     epilog: str,
 ) -> None:
-    """Add ``sim`` and its actions (up, down, power, fault) to ``commands``."""
+    """Add ``sim`` and its actions (up, down, power, fault, nats, restart, freeze, thaw) to
+    ``commands``."""
     shared: dict[str, Any] = {"parents": [common], "epilog": epilog}
     sim = commands.add_parser(
         "sim",
@@ -59,6 +62,7 @@ def add_parser(
     power_parser.add_argument("state", choices=["on", "off"])
     power_parser.add_argument("node")
     _add_fault(actions, shared)
+    _add_by_hand(actions, shared)
 
 
 def _add_up(
@@ -146,9 +150,62 @@ def _add_fault(
     )
 
 
+def _add_by_hand(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], shared: dict[str, Any]
+) -> None:
+    """``nats``, ``restart``, ``freeze``, ``thaw`` and ``clock``: the faults an operator (or a
+    test) causes by hand (sim/control/restart.py, freeze.py, nodes.py)."""
+    nats = actions.add_parser(
+        "nats",
+        help="stop or start the nats-server cdo sim up started",
+        description="Stop the nats-server (cdo's services keep working; the event feed waits), "
+        "or start it again on the same port with the same JetStream store.",
+        **shared,
+    )
+    nats.add_argument("state", choices=["stop", "start"])
+    again = actions.add_parser(
+        "restart",
+        help="restart the control plane, the node host or the API server",
+        description="control-plane, node-host: stop the program (SIGTERM) and start it again "
+        "as it ran, then wait until it is ready; api: kill the API server (SIGKILL) and start "
+        "it again on the same port from its data directory (objects and resourceVersions as "
+        "they were, watch history gone).",
+        **shared,
+    )
+    again.add_argument("component", choices=RESTARTABLE)
+    for action, verb, what in (
+        ("freeze", "stop", "SIGSTOP: it answers nothing and renews no Lease until thawed"),
+        ("thaw", "wake", "SIGCONT: a leader whose Lease ran out meanwhile exits and restarts"),
+    ):
+        parser = actions.add_parser(
+            action,
+            help=f"{verb} a leader-elected service ({what.split(':')[0]})",
+            description=f"{what}.",
+            **shared,
+        )
+        parser.add_argument("service", choices=sorted(FREEZABLE))
+    skew = actions.add_parser(
+        "clock",
+        help="set a node's clock ahead or behind",
+        description="Set how far a node's wall clock runs ahead of true time (negative: "
+        "behind); its services read the time from it at once. 0 puts it right again.",
+        **shared,
+    )
+    skew.add_argument("node")
+    skew.add_argument("offset_s", type=float, metavar="SECONDS")
+
+
 def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]) -> None:
     """Run the parsed ``sim`` action; CommandError and its kinds say what failed."""
-    if args.action == "up":
+    if args.action == "nats":
+        (nats_stop if args.state == "stop" else nats_start)(state_dir, say=say)
+    elif args.action == "restart":
+        restart(state_dir, args.component, say=say)
+    elif args.action in ("freeze", "thaw"):
+        (freeze if args.action == "freeze" else thaw)(state_dir, args.service, say=say)
+    elif args.action == "clock":
+        clock(state_dir, args.node, args.offset_s, say=say)
+    elif args.action == "up":
         up(
             UpOptions(
                 state_dir=state_dir,

@@ -12,14 +12,17 @@ from shared.command_errors import CommandError, UnreachableError
 HTTP_TIMEOUT_S = 10.0
 
 
-def request(base_url: str, method: str, path: str, body: object = None) -> Any:
-    """A JSON request to a control API; CommandError with its message, UnreachableError if down."""
+def request(
+    base_url: str, method: str, path: str, body: object = None, *, timeout_s: float = HTTP_TIMEOUT_S
+) -> Any:
+    """A JSON request to a control API; CommandError with its message, UnreachableError if down
+    (or not answering within ``timeout_s``)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(
         base_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as response:
+        with urllib.request.urlopen(req, timeout=timeout_s) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         try:

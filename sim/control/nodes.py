@@ -1,8 +1,10 @@
-"""``cdo sim power`` and ``cdo sim fault``: act on one simulated node.
+"""``cdo sim power``, ``cdo sim fault`` and ``cdo sim clock``: act on one simulated node.
 
 ``power`` goes through the cluster's control API and then waits (bounded) until the node host
 has stopped or restarted the node's services; ``fault`` goes through the node host's control
-API into the node's simulated NVML. Both find the APIs through the state directory.
+API into the node's simulated NVML; ``clock`` sets how far the node's wall clock (what its
+services read as the time) runs ahead of true time, or behind. All find the APIs through the
+state directory.
 """
 
 from __future__ import annotations
@@ -108,3 +110,11 @@ def fault(
     else:
         answer = request(host.control_url, "POST", f"/nodes/{node}/faults", body)
     say(f"{answer['node']}: {answer['applied']}")
+
+
+def clock(state_dir: Path, node: str, offset_s: float, *, say: Callable[[str], None]) -> None:
+    host = require_nodehost(state_dir)
+    answer = request(host.control_url, "PUT", f"/nodes/{node}/clock", {"offset_s": offset_s})
+    offset = float(answer["clock_offset_s"])
+    where = "on time" if offset == 0 else f"{abs(offset):g} s {'ahead' if offset > 0 else 'behind'}"
+    say(f"{answer['name']}: clock {where}")

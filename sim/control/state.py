@@ -31,6 +31,8 @@ NODEHOST_FILE = "nodehost.json"
 CONTROLPLANE_FILE = "controlplane.json"
 RECORD_FILE = "cdo.json"
 ACCESS_RECORD_FILE = "access.json"
+API_DATA_DIR = "apiserver"
+"""The API emulator's data directory (its objects and keys), kept across ``cdo sim restart api``."""
 """The API emulator's access record (``sim.kubeapi.auth.usage``), kept by ``python -m sim up``."""
 IDENTITIES_DIR = "identities"
 """Each cdo service's kubeconfig: ``<service account>.kubeconfig``, and for the per-node

@@ -140,7 +140,7 @@ def up(options: UpOptions, *, say: Say) -> None:
             ),
         )
         if options.wait:
-            _wait_ready(state_dir, host, timeout_s=options.timeout_s, say=say)
+            wait_nodes_ready(state_dir, host, timeout_s=options.timeout_s, say=say)
     except BaseException:
         started.abort()
         (state_dir / RECORD_FILE).unlink(missing_ok=True)
@@ -367,7 +367,7 @@ def _start_nodehost(
     return host
 
 
-def _wait_ready(state_dir: Path, host: Started, *, timeout_s: float, say: Say) -> None:
+def wait_nodes_ready(state_dir: Path, host: Started, *, timeout_s: float, say: Say) -> None:
     """Until every powered node's IMEX daemon is ready, its Node object in sync and its GPU
     plugins registered (so that the nodes offer their GPUs)."""
     control = require_nodehost(state_dir).control_url

@@ -3,7 +3,8 @@
 ``--kubernetes-version 1.34|1.35|1.36|1.37`` (default: the newest) picks the release presented,
 ``--feature-gates Name=true,...`` and ``--runtime-config resource.k8s.io/v1beta2=true,...``
 change it as kube-apiserver's flags of those names do; settings kube-apiserver would refuse stop
-the start with its message (exit status 2)."""
+the start with its message (exit status 2). With ``--data-dir DIR`` a server started again on the
+same port is the same server."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 
 import msgspec
 
+from sim.childproc import die_with
 from sim.kubeapi.config import ServerConfig, release_settings
 from sim.kubeapi.hosting.child_process import READY_PREFIX
 from sim.kubeapi.hosting.in_process import serve
@@ -46,8 +48,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_release_arguments(parser)
     parser.add_argument(
+        "--data-dir",
+        default="",
+        help="keep objects, resourceVersions and keys in this directory, and start from what it "
+        "holds: a server started again with it comes back as the same server",
+    )
+    parser.add_argument(
         "--config-json",
         help="the whole ServerConfig as JSON (overrides the options above; used by sim up)",
+    )
+    parser.add_argument(
+        "--die-with-parent",
+        type=int,
+        metavar="PID",
+        help="exit when the process PID (this one's parent) exits, even when it is killed",
     )
     parser.add_argument("--verbose", action="store_true", help="log at INFO level")
     return parser
@@ -63,6 +77,8 @@ async def _main(args: argparse.Namespace) -> None:
             pod_graceful_deletion=args.pod_graceful_deletion,
             **release_settings(args.kubernetes_version, args.feature_gates, args.runtime_config),
         )
+    if args.data_dir:
+        config = msgspec.structs.replace(config, data_dir=args.data_dir)
     config.release()  # refuses what kube-apiserver refuses, before anything is served
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -78,6 +94,8 @@ async def _main(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.die_with_parent is not None:
+        die_with(args.die_with_parent)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
         asyncio.run(_main(args))

@@ -71,6 +71,12 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         403 (``auth/usage.py`` has the format), rewritten while it changes and when the
         server stops; "" (the default) keeps none. Only requests checked with
         ``enforce_auth`` are recorded.
+    data_dir:
+        a directory where the server keeps its objects, resourceVersions and keys
+        (``storage/datadir.py``), so that a server started again with it is the same server,
+        as kube-apiserver is over etcd: objects, uids and resourceVersions as they were, tokens
+        and kubeconfigs still valid, the watch history gone (an older resourceVersion is
+        ``410 Expired``); "" (the default) keeps everything in memory.
     namespaces:
         namespaces present at start.
     kubernetes_version:
@@ -98,6 +104,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     service_account_issuer: str = "https://kubernetes.default.svc.cluster.local"
     tls: bool | None = None
     access_record: str = ""
+    data_dir: str = ""
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
     kubernetes_version: str = NEWEST_RELEASE
     feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)

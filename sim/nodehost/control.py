@@ -11,6 +11,7 @@
     GET    /nodes/<name>/metrics/<service> Prometheus text of imex-agent or health-monitor
     GET    /imex                           every hosted node's IMEX daemons: starts, instance
     GET    /nodes/<name>/imex              one of them
+    PUT    /nodes/<name>/clock             the node's wall clock ahead or behind: {"offset_s": 30}
 
 The IMEX counts (:class:`ImexDaemons`, read only) are what a restart test counts: every daemon
 instance the node started since the node host began (an in-process daemon has no pid; a new
@@ -99,6 +100,12 @@ def _error(message: str, *, status: int) -> web.Response:
     return _json({"error": message}, status=status)
 
 
+class ClockOffset(msgspec.Struct, frozen=True, kw_only=True):
+    """``PUT /nodes/<name>/clock``: the node's wall clock this far ahead (behind: negative)."""
+
+    offset_s: float
+
+
 def control_app(host: NodeHost) -> web.Application:
     def node_of(request: web.Request) -> HostedNode:
         name = request.match_info["name"]
@@ -157,7 +164,18 @@ def control_app(host: NodeHost) -> web.Application:
             return _error(f"{target.name}: {service} is not running", status=404)
         return web.Response(body=registry.exposition(), content_type="text/plain")
 
+    async def set_clock(request: web.Request) -> web.Response:
+        target = node_of(request)
+        try:
+            body = msgspec.json.decode(await request.read(), type=ClockOffset)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return _error(f'bad clock: {exc} (send {{"offset_s": SECONDS}})', status=400)
+        target.clock_offset_s = body.offset_s
+        log.info("clock set", extra={"node": target.name, "offset_s": body.offset_s})
+        return _json(target.status())
+
     app = web.Application()
+    app.router.add_put("/nodes/{name}/clock", set_clock)
     app.router.add_get("/nodes", nodes)
     app.router.add_get("/nodes/{name}", node)
     app.router.add_post("/nodes/{name}/faults", add_fault)

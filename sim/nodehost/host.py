@@ -13,7 +13,9 @@ Every hosted node has, as a GPU node of a real cluster would:
 - an IMEX agent (:class:`services.imex_agent.ImexAgent`) with the node's simulated IMEX daemon
   in this event loop (:mod:`sim.nodehost.imex`) and its DRA kubelet plugin in the simulated
   kubelet's directory of the node;
-- a health monitor (:class:`services.health_monitor.HealthMonitor`);
+- a health monitor (:class:`services.health_monitor.HealthMonitor`), reading the time from the
+  node's own wall clock, which may be set ahead or behind (:attr:`HostedNode.clock_offset_s`,
+  ``cdo sim clock``) to show what clock skew between nodes does;
 - NVIDIA's GPU software in the same session as the services (:mod:`sim.nodehost.gpuplugins`):
   its device plugin where the topology's ``gpu_api`` is ``device-plugin`` or ``both``
   (:class:`sim.deviceplugin.NvidiaDevicePlugin`), its GPU DRA driver's kubelet plugin where it
@@ -47,6 +49,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import msgspec
@@ -153,6 +156,8 @@ class NodeStatus(msgspec.Struct, frozen=True, kw_only=True):
     """NVIDIA's GPU DRA plugin is registered with the kubelet; None on a node without it."""
     device_plugin_registered: bool | None = None
     """NVIDIA's device plugin is registered with the kubelet; None on a node without it."""
+    clock_offset_s: float = 0.0
+    """How far the node's wall clock is ahead of true time (behind when negative)."""
 
 
 class HostedNode:
@@ -190,6 +195,13 @@ class HostedNode:
         self._kill = asyncio.Event()
         self.sessions = 0
         """Sessions started (the services' starts after the first are restarts or reboots)."""
+        self.clock_offset_s = 0.0
+        """The node's wall clock runs this far ahead of true time (behind when negative); its
+        services read it at once, without a restart."""
+
+    def wall_clock(self) -> datetime:
+        """The time as this node's clock tells it."""
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset_s)
 
     @property
     def powered(self) -> bool | None:
@@ -235,6 +247,7 @@ class HostedNode:
             device_plugin_registered=self._registered(
                 self.topology.device_plugin, self.gpus.device_plugin_registered
             ),
+            clock_offset_s=self.clock_offset_s,
         )
 
     @staticmethod
@@ -386,6 +399,7 @@ class HostedNode:
                 tracer=context.tracers.monitor,
                 recorder=recorder,
                 pod_resources=pod_resources,
+                wall_clock=self.wall_clock,
             )
             self.agent, self.monitor, self.metrics = agent, monitor, metrics
             self.gpus = GpuPlugins.for_node(

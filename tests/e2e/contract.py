@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -74,9 +75,16 @@ def violations_of(headers: dict[str, str], body: bytes, *, where: str) -> list[s
     return found
 
 
-async def replay(nats_url: str, *, stream: str = STREAM, token_file: str = "") -> Replay:
+async def replay(
+    nats_url: str,
+    *,
+    stream: str = STREAM,
+    token_file: str = "",
+    on_message: Callable[[dict[str, str], bytes], None] | None = None,
+) -> Replay:
     """Read ``stream`` from the start to its last message now, checking every one; with
-    ``token_file`` (NATS identities) as the reader whose token it holds."""
+    ``token_file`` (NATS identities) as the reader whose token it holds; ``on_message`` gets
+    each message's (lower-cased) headers and body too."""
     result = Replay()
     token = TokenFile(token_file, variable="token_file") if token_file else None
     nc = await nats.connect(nats_url, allow_reconnect=False, connect_timeout=5, token=token)
@@ -101,6 +109,8 @@ async def replay(nats_url: str, *, stream: str = STREAM, token_file: str = "") -
                 result.violations += violations_of(
                     headers, message.data, where=f"{message.subject} #{sequence}"
                 )
+                if on_message is not None:
+                    on_message(headers, message.data)
                 if sequence >= state.last_seq:
                     return result
         finally:

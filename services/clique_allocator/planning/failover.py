@@ -16,6 +16,14 @@ the pods still seated in it are evicted (through the Eviction API, so PodDisrupt
 hold) for their workload to recreate, after which they are seated in the new slice by rank.
 When no other clique has room the slice keeps waiting and is tried again. ``policy: Wait``
 keeps the slice where it is.
+
+**Clock skew.** ``waitingSince`` is stamped by the replica that first saw the slice stuck; a
+replica that leads later (another node, another clock) must not read it against its own clock.
+How long a slice has waited is therefore asked of ``waited`` (key, slice index, the stamp), which
+the allocator answers with how long it has seen that wait on its own monotonic clock
+(shared/sightings.py): the grace is never shorter than ``graceSeconds``, whatever the skew; a
+new leader counts it again from when it takes over, so a leader change can lengthen it by up to
+the grace. Without ``waited`` (tests), the stamp is read against ``now``.
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ from shared.crds.placement import PodRef
 
 NodeHealth = Callable[[str, str], bool]
 """(clique, node) -> whether the node is in that clique now and healthy."""
+
+Waited = Callable[[str, int, datetime], float]
+"""(domain key, slice index, waitingSince) -> seconds the slice has waited, on one clock."""
 
 
 class Stuck(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,6 +127,7 @@ def fail_over(
     policy: FailoverSpec,
     healthy: NodeHealth,
     now: datetime,
+    waited: Waited | None = None,
 ) -> FailedOver:
     """Mark stuck slices and move those whose grace is over (see the module docstring)."""
     stuck = {
@@ -127,8 +139,14 @@ def fail_over(
     notices = [_pending(h, stuck[h.index], policy) for h in holds if _newly(h, released, stuck)]
     if policy.policy != "Move":
         return FailedOver(released=marked, notices=tuple(notices))
-    due = [h for h in holds if h.index in stuck and _elapsed(h, now) >= policy.grace_seconds]
-    waits = [policy.grace_seconds - _elapsed(h, now) for h in holds if h.index in stuck]
+    elapsed = {
+        h.index: _elapsed(h, now) if waited is None or h.waiting_since is None
+        else waited(key, h.index, h.waiting_since)
+        for h in holds
+        if h.index in stuck
+    }  # fmt: skip
+    due = [h for h in holds if h.index in stuck and elapsed[h.index] >= policy.grace_seconds]
+    waits = [policy.grace_seconds - elapsed[h.index] for h in holds if h.index in stuck]
     retry = min((w for w in waits if w > 0), default=None)
     if not due:
         return FailedOver(released=marked, notices=tuple(notices), retry_after_s=retry)

@@ -47,7 +47,23 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 class CertificateAuthority:
-    """A self-signed CA, valid for a day unless ``valid_for`` says otherwise."""
+    """A self-signed CA, valid for a day unless ``valid_for`` says otherwise (or one read back
+    with :meth:`from_pem`)."""
+
+    @classmethod
+    def from_pem(cls, cert_pem: bytes, key_pem: bytes) -> CertificateAuthority:
+        """The CA whose certificate and key these are (one kept on disk)."""
+        ca = cls.__new__(cls)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("the CA key is not an EC key")
+        ca._key = key
+        ca._cert = x509.load_pem_x509_certificate(cert_pem)
+        return ca
+
+    @property
+    def key_pem(self) -> bytes:
+        return _pem_key(self._key)
 
     def __init__(
         self, name: str = "cdo-sim-ca", *, valid_for: _dt.timedelta = _dt.timedelta(days=1)

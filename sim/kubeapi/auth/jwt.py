@@ -1,7 +1,8 @@
 """Compact JWS (RFC 7515) tokens signed with ES256, the form ServiceAccount tokens take.
 
-The key pair is made when the server starts (kube-apiserver reads one from
-``--service-account-key-file``); ES256 is one of the algorithms the real server accepts and
+The key pair is made when the server starts, or read from its data directory when it has one
+(kube-apiserver reads one from ``--service-account-key-file``), so that tokens outlive a
+restart; ES256 is one of the algorithms the real server accepts and
 its keys are cheap to make. ``verify`` answers the claims of a token this key signed, or
 raises ``MalformedTokenError`` for anything else.
 """
@@ -20,7 +21,13 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     decode_dss_signature,
     encode_dss_signature,
 )
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_pem_private_key,
+)
 
 from sim.kubeapi.machinery import codec
 
@@ -45,13 +52,23 @@ def _unb64(text: str) -> bytes:
 class Signer:
     """One ES256 key pair: signs claims, verifies tokens."""
 
-    def __init__(self) -> None:
-        self._key = ec.generate_private_key(ec.SECP256R1())
+    def __init__(self, key_pem: bytes | None = None) -> None:
+        if key_pem is None:
+            self._key = ec.generate_private_key(ec.SECP256R1())
+        else:
+            loaded = load_pem_private_key(key_pem, password=None)
+            if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+                raise ValueError("the service account signing key is not an EC key")
+            self._key = loaded
         self._public = self._key.public_key()
         der = self._public.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
         # The key id the real server derives from the public key (a hash of its DER form).
         self.key_id = _b64(hashlib.sha256(der).digest())
         self._header = _b64(codec.encode({"alg": "ES256", "kid": self.key_id}))
+
+    @property
+    def key_pem(self) -> bytes:
+        return self._key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
 
     def sign(self, claims: dict[str, Any]) -> str:
         signing_input = f"{self._header}.{_b64(codec.encode(claims))}"

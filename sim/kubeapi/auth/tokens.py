@@ -51,11 +51,13 @@ class ServiceAccountTokens:
     make tokens expire.
     """
 
-    def __init__(self, store: Store, *, issuer: str = DEFAULT_ISSUER) -> None:
+    def __init__(
+        self, store: Store, *, issuer: str = DEFAULT_ISSUER, signer: Signer | None = None
+    ) -> None:
         self.store = store
         self.issuer = issuer
         self.audiences: tuple[str, ...] = (issuer,)
-        self.signer = Signer()
+        self.signer = signer or Signer()
         self.clock: Callable[[], float] = time.time
         # Signatures already checked: a client sends the same token on every request.
         self._verified: dict[str, dict[str, Any]] = {}

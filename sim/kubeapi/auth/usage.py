@@ -79,6 +79,24 @@ class AccessUsage:
             )
         self.version += 1
 
+    def resume(self, snapshot: dict[str, Any]) -> None:
+        """Go on from a record this server wrote before it was restarted."""
+        for user, usage in (snapshot.get("users") or {}).items():
+            mine = self._users.setdefault(user, _UserUsage())
+            for entry in usage.get("allowed") or ():
+                mine.allowed.add(
+                    (
+                        entry["verb"],
+                        entry["group"],
+                        entry["resource"],
+                        entry["subresource"],
+                        entry["path"],
+                    )
+                )
+            mine.denied.extend((usage.get("denied") or [])[: DENIED_KEPT - len(mine.denied)])
+            mine.denied_total += int(usage.get("denied_total") or 0)
+        self.version += 1
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "users": {

@@ -20,6 +20,7 @@ from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.hosting.kubeconfig import write_kubeconfig
 from sim.kubeapi.http.app import ApiServer
 from sim.kubeapi.http.faults import Faults
+from sim.kubeapi.storage.datadir import CA_CERT, CA_KEY, DataDir
 from sim.kubeapi.storage.store import Store
 
 T = TypeVar("T")
@@ -81,7 +82,7 @@ async def serve(
     await runner.setup()
     ca_pem, serving = None, None
     if api.config.serves_tls:
-        ca = CertificateAuthority("cdo-sim-apiserver-ca")
+        ca = _serving_ca(api.data_dir)
         ca_pem, serving = ca.cert_pem, ca.issue([host, "localhost"]).server_context()
     site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=serving)
     await site.start()
@@ -90,6 +91,8 @@ async def serve(
     controllers = asyncio.create_task(api.controllers.run(), name="kubeapi-controllers")
     record = None
     if api.config.access_record:
+        if api.data_dir is not None:
+            api.access.resume_record(Path(api.config.access_record))
         record = asyncio.create_task(
             api.access.keep_record(Path(api.config.access_record)), name="kubeapi-access-record"
         )
@@ -108,6 +111,21 @@ async def serve(
                         await task
             await runner.cleanup()
             await api.engine.webhooks.close()
+            if api.data_dir is not None:
+                api.data_dir.journal.close()
+
+
+def _serving_ca(data_dir: DataDir | None) -> CertificateAuthority:
+    """The CA of the serving certificate: a new one, or the one the data directory keeps."""
+    if data_dir is None:
+        return CertificateAuthority("cdo-sim-apiserver-ca")
+    cert, key = data_dir.read(CA_CERT), data_dir.read(CA_KEY)
+    if cert is not None and key is not None:
+        return CertificateAuthority.from_pem(cert, key)
+    ca = CertificateAuthority("cdo-sim-apiserver-ca")
+    data_dir.keep(CA_KEY, ca.key_pem)
+    data_dir.keep(CA_CERT, ca.cert_pem)
+    return ca
 
 
 class ServerThread:

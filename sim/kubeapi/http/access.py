@@ -23,6 +23,7 @@ from sim.kubeapi.auth import identity, reviews
 from sim.kubeapi.auth.attributes import Attributes, forbidden, non_resource
 from sim.kubeapi.auth.authenticator import Authenticator
 from sim.kubeapi.auth.identity import UserInfo
+from sim.kubeapi.auth.jwt import Signer
 from sim.kubeapi.auth.rbac import RbacAuthorizer
 from sim.kubeapi.auth.tokens import ServiceAccountTokens
 from sim.kubeapi.auth.usage import AccessUsage
@@ -44,9 +45,11 @@ RECORD_INTERVAL_S = 1.0
 
 
 class Access:
-    def __init__(self, config: ServerConfig, store: Store) -> None:
+    def __init__(self, config: ServerConfig, store: Store, *, signer: Signer | None = None) -> None:
         self.enforced = config.enforce_auth
-        self.tokens = ServiceAccountTokens(store, issuer=config.service_account_issuer)
+        self.tokens = ServiceAccountTokens(
+            store, issuer=config.service_account_issuer, signer=signer
+        )
         self.authenticator = Authenticator(
             self.tokens,
             static_tokens={identity.ADMIN_TOKEN: identity.ADMIN},
@@ -103,6 +106,13 @@ class Access:
         self.usage.allowed(attrs)
 
     # -- the record -----------------------------------------------------------------------------
+
+    def resume_record(self, path: Path) -> None:
+        """Go on with the record in ``path``, written before a restart (when there is one)."""
+        try:
+            self.usage.resume(codec.decode(path.read_bytes()))
+        except FileNotFoundError:
+            return
 
     async def keep_record(self, path: Path, *, interval_s: float = RECORD_INTERVAL_S) -> None:
         """Rewrite ``path`` with the access record whenever it changed (at most every

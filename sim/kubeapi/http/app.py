@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from multidict import MultiDict
 
 from sim.kubeapi.auth import bootstrap
+from sim.kubeapi.auth.jwt import Signer
 from sim.kubeapi.cluster.controllers import Controllers
 from sim.kubeapi.cluster.eviction import evict
 from sim.kubeapi.config import ServerConfig
@@ -32,6 +34,7 @@ from sim.kubeapi.machinery.query import (
     field_validation,
     list_options,
     parse_bool,
+    parse_duration,
 )
 from sim.kubeapi.reads import tables
 from sim.kubeapi.reads.listing import (
@@ -41,12 +44,13 @@ from sim.kubeapi.reads.listing import (
     served_by_webhook,
 )
 from sim.kubeapi.reads.watch import WatchSettings, serve_watch
+from sim.kubeapi.storage.datadir import SERVICE_ACCOUNT_KEY, DataDir
 from sim.kubeapi.storage.resources import Registry, ResourceType
-from sim.kubeapi.storage.store import Store
+from sim.kubeapi.storage.store import Event, Store
 from sim.kubeapi.validation import builtin_schemas
 from sim.kubeapi.writes import scale
 from sim.kubeapi.writes.engine import Engine
-from sim.kubeapi.writes.options import DeleteOptions, Result, WriteOptions
+from sim.kubeapi.writes.options import CRD_STORAGE, DeleteOptions, Result, WriteOptions
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +70,14 @@ class ApiServer:
         self.engine = Engine(
             config=self.config, store=self.store, registry=self.registry, release=self.release
         )
+        self.data_dir = DataDir(Path(self.config.data_dir)) if self.config.data_dir else None
+        signer = None
+        if self.data_dir is not None:
+            self._restore(self.data_dir)
+            signer = Signer(self.data_dir.kept(SERVICE_ACCOUNT_KEY, lambda: Signer().key_pem))
         self.controllers = Controllers(self.engine)
         self.faults = Faults(drop=self.store.drop_watches)
-        self.access = Access(self.config, self.store)
+        self.access = Access(self.config, self.store, signer=signer)
         self._openapi_cache: dict[tuple[int, str, str], bytes] = {}
         self.watch_settings = WatchSettings(
             bookmark_interval=self.config.bookmark_interval_s,
@@ -76,6 +85,25 @@ class ApiServer:
             too_large_wait=self.config.too_large_rv_wait_s,
             coalesce=self.config.watch_coalesce_s,
         )
+
+    def _restore(self, data_dir: DataDir) -> None:
+        """Come back as the server that kept ``data_dir``: its objects, its resourceVersion,
+        its CRDs served; then keep every change there."""
+        objects, rv = data_dir.journal.load()
+        self.store.restore(objects, rv=rv)
+        for entry in self.store.bucket(CRD_STORAGE).entries():
+            self.engine.sync_crd(entry.obj())
+        data_dir.journal.rewrite(self.store.objects(), rv=self.store.rv)
+        self.store.add_listener(self._journal)
+        if objects:
+            log.info("restored %d objects at resourceVersion %d", len(objects), rv)
+
+    def _journal(self, bucket: str, event: Event) -> None:
+        assert self.data_dir is not None
+        journal = self.data_dir.journal
+        journal.append(bucket, event)
+        if journal.needs_compaction(self.store.object_count):
+            journal.rewrite(self.store.objects(), rv=self.store.rv)
 
     async def seed(self) -> None:
         ns_rt = self.registry.get("", "v1", "namespaces")
@@ -222,7 +250,15 @@ class ApiServer:
         is_watch = _is_watch(request, info)
         verb = _verb(method, name, is_watch)
         delay = self.faults.latency(verb, rt.plural)
+        # A write's ``timeout`` bounds it until it is applied, as the real server's timeout
+        # filter does: one that cannot be applied within it is answered 504 and never applied.
+        limit = parse_duration(query, "timeout") if method != "GET" else None
         if delay > 0:
+            if limit is not None and delay >= limit:
+                await asyncio.sleep(limit)
+                raise errors.timeout(
+                    "request did not complete within requested timeout - context deadline exceeded"
+                )
             await asyncio.sleep(delay)
         failure = self.faults.take_failure(verb, rt.plural, rt.group, name or "")
         if failure is not None:

@@ -6,7 +6,8 @@ emulator through a ``ServerThread``).
 - ``expire_next_watch()``: the next watch(es) answer one ``ERROR`` event with 410 Expired;
 - ``drop_watches()``: end every open watch stream now (clients see the stream close);
 - ``fail_next(n, code=409|429|500|503|504)``: the next ``n`` matching requests fail with
-  that status (429 carries ``Retry-After``);
+  that status (429 carries ``Retry-After``, 503 too when ``retry_after`` is given, as the real
+  server's overload answers do);
 - ``set_latency(seconds)``: delay every matching request;
 - ``compact()`` lives on the store handle: it forgets history, so old resourceVersions 410.
 """
@@ -24,7 +25,7 @@ from sim.kubeapi.machinery import errors
 class _Failure:
     remaining: int
     code: int
-    retry_after: int
+    retry_after: int | None  # None: the code's usual (1 s for 429 and 504, none for 503)
     verbs: frozenset[str] | None
     resource: str | None
     message: str | None
@@ -56,7 +57,7 @@ class Faults:
         count: int = 1,
         *,
         code: int = 500,
-        retry_after: int = 1,
+        retry_after: int | None = None,
         verbs: Collection[str] | None = None,
         resource: str | None = None,
         message: str | None = None,
@@ -66,7 +67,12 @@ class Faults:
         with self._lock:
             self._failures.append(
                 _Failure(
-                    count, code, retry_after, frozenset(verbs) if verbs else None, resource, message
+                    count,
+                    code,
+                    retry_after,
+                    frozenset(verbs) if verbs else None,
+                    resource,
+                    message,
                 )
             )
 
@@ -134,17 +140,20 @@ def _error(failure: _Failure, plural: str, group: str, name: str) -> errors.ApiE
         return errors.too_many_requests(
             failure.message
             or "the server has received too many requests and has asked us to try again later",
-            failure.retry_after,
+            1 if failure.retry_after is None else failure.retry_after,
         )
     if code == 503:
+        seconds = failure.retry_after
         return errors.ApiError(
             code=503,
             reason="ServiceUnavailable",
             message=failure.message or "the server is currently unable to handle the request",
+            details={"retryAfterSeconds": seconds} if seconds else None,
+            headers={"Retry-After": str(seconds)} if seconds else None,
         )
     if code == 504:
         return errors.timeout(
             failure.message or "request did not complete within requested timeout",
-            failure.retry_after,
+            1 if failure.retry_after is None else failure.retry_after,
         )
     return errors.internal_error(failure.message or "injected failure")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -11,6 +12,8 @@ from sim.kubeapi.machinery.errors import FieldError
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 RV_MATCHES = ("Exact", "NotOlderThan", "")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_bool(query: Mapping[str, str], name: str, *, default: bool = False) -> bool:
@@ -163,3 +166,15 @@ def dry_run(values: list[str]) -> bool:
                 "CreateOptions", [errors.not_supported("dryRun", value, ("All",))]
             )
     return bool(values)
+
+
+def parse_duration(query: Mapping[str, str], name: str) -> float | None:
+    """A Go duration (``1.5s``, ``500ms``, ``1m30s``) in seconds, as the ``timeout`` option of
+    a request is written; None when absent."""
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    parts = _DURATION_PART.findall(raw)
+    if not parts or "".join(number + unit for number, unit in parts) != raw:
+        raise errors.bad_request(f'time: invalid duration "{raw}"')
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)

@@ -9,14 +9,17 @@ Rules kept here, as etcd plus the watch cache keep them on a real server:
 - each resource keeps a bounded window of events; a watch or exact read from a
   resourceVersion older than ``floor`` (the newest event dropped from the window) fails
   with ``410 Expired``;
-- ``compact()`` drops history on demand, like an etcd compaction.
+- ``compact()`` drops history on demand, like an etcd compaction;
+- ``restore()`` fills the store from disk (``journal``) as a restarted server finds etcd: the
+  objects and the counter as they were, no event history (every window starts at the restored
+  resourceVersion, so older versions are ``410 Expired``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from sim.kubeapi.machinery import codec, errors
@@ -161,14 +164,14 @@ WATCH_INDEXED_FIELDS = ("spec.nodeName", "metadata.name")
 class Bucket:
     """All objects of one stored resource (shared by every served version of it)."""
 
-    def __init__(self, name: str, *, window: int) -> None:
+    def __init__(self, name: str, *, window: int, floor: int = 0) -> None:
         self.name = name
         self.window = window
         self.namespaces: dict[str, dict[str, Entry]] = {}
         self._sorted: dict[str, list[str]] = {}
         self._sorted_ns: list[str] | None = None
         self.events: list[Event] = []
-        self.floor = 0
+        self.floor = floor
         self.drop_epoch = 0
         self._changed = asyncio.Event()
         self._keyed: dict[tuple[str, str], asyncio.Event] = {}
@@ -342,6 +345,14 @@ class Bucket:
 
     # -- writes (called by Store only) ----------------------------------------------------------
 
+    def _restore(self, entry: Entry) -> None:
+        names = self.namespaces.setdefault(entry.namespace, {})
+        if entry.name not in names:
+            self.count += 1
+        names[entry.name] = entry
+        self._sorted.pop(entry.namespace, None)
+        self._sorted_ns = None
+
     def _put(self, entry: Entry, prev: Entry | None) -> None:
         names = self.namespaces.get(entry.namespace)
         if names is None:
@@ -387,12 +398,35 @@ class Store:
         self.dependents: dict[str, set[tuple[str, Key]]] = {}
         self._listeners: list[Callable[[str, Event], None]] = []
         self._type_metas: dict[tuple[str, str], bytes] = {}
+        self._floor = 0  # the history every bucket starts without (restored from disk)
 
     def bucket(self, name: str) -> Bucket:
         found = self.buckets.get(name)
         if found is None:
-            found = self.buckets[name] = Bucket(name, window=self.window)
+            found = self.buckets[name] = Bucket(name, window=self.window, floor=self._floor)
         return found
+
+    def restore(self, objects: Iterable[tuple[str, Entry]], *, rv: int) -> None:
+        """Take ``objects`` (bucket name, entry) as stored, the counter at ``rv``, and no
+        history before it: a watch or exact read from an older version is 410, as on a
+        restarted kube-apiserver, whose watch cache starts empty."""
+        self._floor = max(self.rv, rv)
+        self.rv = self._floor
+        for bucket in self.buckets.values():
+            bucket.floor = max(bucket.floor, self._floor)
+        for bucket_name, entry in objects:
+            self.bucket(bucket_name)._restore(entry)
+            self._index(bucket_name, entry)
+
+    def objects(self) -> Iterator[tuple[str, Entry]]:
+        """Every stored object as (bucket name, entry)."""
+        for name, bucket in self.buckets.items():
+            for entry in bucket.entries():
+                yield name, entry
+
+    @property
+    def object_count(self) -> int:
+        return sum(bucket.count for bucket in self.buckets.values())
 
     def add_listener(self, listener: Callable[[str, Event], None]) -> None:
         """Called synchronously after each commit (the garbage collector uses this)."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pynvml
@@ -103,22 +104,29 @@ async def watching(client: KubeClient) -> AsyncIterator[NoExecuteWatch]:
             await task
 
 
+def skewed(offset_s: float) -> Callable[[], datetime]:
+    """A node's wall clock ``offset_s`` ahead of true time (behind when negative)."""
+    return lambda: datetime.now(UTC) + timedelta(seconds=offset_s)
+
+
 @contextlib.asynccontextmanager
 async def monitors(
     start_monitor: MonitorFactory,
     client: KubeClient,
     settings: MonitorSettings = SETTINGS,
     nodes: Sequence[int] = range(NODES_IN_TEST),
+    skews_s: Sequence[float] = (),
 ) -> AsyncIterator[list[Harness]]:
     """Monitors on ``nodes`` of the topology (by default the first of rack 0, one clique),
-    each recording Events."""
+    each recording Events; ``skews_s``: each monitor's wall clock offset (none by default)."""
     async with contextlib.AsyncExitStack() as stack:
         harnesses = []
-        for index in nodes:
+        for position, index in enumerate(nodes):
             recorder = EventRecorder(client, component="health-monitor", instance=f"m{index}")
+            clock = {"wall_clock": skewed(skews_s[position])} if skews_s else {}
             harnesses.append(
                 await stack.enter_async_context(
-                    start_monitor(index, settings=settings, recorder=recorder)
+                    start_monitor(index, settings=settings, recorder=recorder, **clock)
                 )
             )
         for h in harnesses:
@@ -208,6 +216,42 @@ async def test_taints_stop_at_the_cap_and_the_breaker_reports_then_closes(
         assert watch.most == CAP
         assert all(h.metric("cdo_health_breaker_withheld") == 0 for h in hs)
         assert all(h.running for h in hs)
+
+
+async def test_node_clocks_30s_ahead_and_behind_keep_the_cap(
+    start_monitor: MonitorFactory, kube_client: KubeClient
+) -> None:
+    """Half the monitors' clocks run 30 s ahead, half 30 s behind: each would read the others'
+    claims and grants as 30 or 60 s older or younger than they are, past a claim's timeout (5 s)
+    and a grant's window (1.5 s). Every node faults at once, and still no more than the cap
+    carry NoExecute; when the first ones recover, the next ones follow, never more at once:
+    each monitor times the others' records by when it saw them, on its own clock."""
+    skews = [30.0 if index % 2 else -30.0 for index in range(NODES_IN_TEST)]
+    async with (
+        monitors(start_monitor, kube_client, skews_s=skews) as hs,
+        watching(kube_client) as watch,
+    ):
+        for h in hs:
+            h.sim.set_recovery_action(0, RESET)
+
+        async def capped() -> set[str] | None:
+            watch.check()
+            tainted = watch.no_execute()
+            withheld = sum(h.metric("cdo_health_breaker_withheld") for h in hs)
+            return tainted if len(tainted) == CAP and withheld == NODES_IN_TEST - CAP else None
+
+        first = await wait_for(capped, what="the cap reached, the rest held back")
+        for h in hs:
+            if h.name in first:
+                h.sim.set_recovery_action(0, NO_ACTION)
+
+        async def moved_on() -> set[str] | None:
+            watch.check()
+            tainted = watch.no_execute()
+            return tainted if len(tainted) == CAP and not tainted & first else None
+
+        await wait_for(moved_on, what="NoExecute on two held-back nodes", timeout=15)
+        assert watch.most == CAP
 
 
 async def test_held_back_taints_follow_once_the_share_falls_below_the_cap(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pytest
@@ -187,3 +187,109 @@ async def test_handlers_added_later_see_the_cache_and_a_failing_handler_is_conta
         "cdo_informer_handler_errors_total", {"resource": "configmaps"}
     )
     assert errors is not None and errors >= 1
+
+
+Digits = Annotated[str, msgspec.Meta(pattern="^[0-9]+$")]
+
+
+class Counter(KubeObject, frozen=True, kw_only=True):
+    """A build that reads ``data.v`` as digits only: any other value does not decode."""
+
+    data: dict[str, Digits] = msgspec.field(default_factory=dict)
+
+
+async def test_an_object_that_does_not_decode_is_skipped_counted_and_logged_once(
+    kube_client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, value in (("one", "1"), ("odd", "x"), ("two", "2")):
+        await kube_client.create(CONFIG_MAPS, config_map(name, value), namespace="default")
+    metrics = Metrics()
+    informer = Informer(
+        kube_client, CONFIG_MAPS, Counter, namespace="default", settings=FAST, metrics=metrics
+    )
+    changes: list[Change] = []
+    informer.add_handler(recorder(changes))  # type: ignore[arg-type]
+
+    def skipped() -> float:
+        value = metrics.registry.get_sample_value(
+            "cdo_informer_undecodable_total", {"resource": "configmaps"}
+        )
+        return value or 0.0
+
+    def logged(key: str) -> int:
+        return sum(
+            1
+            for record in caplog.records
+            if record.getMessage().startswith("object skipped")
+            and getattr(record, "key", "") == key
+        )
+
+    task = asyncio.create_task(informer.run())
+    try:
+        await wait_for(lambda: informer.synced, what="the list")
+        assert sorted(informer.cache.keys()) == ["default/one", "default/two"]
+        assert skipped() == 1 and logged("default/odd") == 1
+        # Still odd: counted again, logged no more; the informer follows the others meanwhile.
+        await put(kube_client, "odd", "y")
+        await kube_client.create(CONFIG_MAPS, config_map("three", "3"), namespace="default")
+        await wait_for(lambda: informer.cache.get("default/three"), what="a later object")
+        assert skipped() == 2 and logged("default/odd") == 1
+        # Readable again: it joins the cache.
+        await put(kube_client, "odd", "4")
+        await wait_for(lambda: ("added", "odd", "4") in changes, what="odd readable")
+        # A cached object that stops decoding keeps its last readable version, deleted or not
+        # (a relist keeps it too), and goes once it is deleted.
+        await put(kube_client, "one", "z")
+        await put(kube_client, "two", "5")
+        await wait_for(lambda: ("updated", "two", "5") in changes, what="the next change")
+        cached = informer.cache.get("default/one")
+        assert cached is not None and cached.data == {"v": "1"}
+        assert not [change for change in changes if change[0] == "deleted"]
+        assert logged("default/one") == 1
+        await kube_client.delete(CONFIG_MAPS, "one", namespace="default")
+        await wait_for(lambda: ("deleted", "one", "1") in changes, what="one deleted")
+        assert informer.cache.get("default/one") is None
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_relist_keeps_the_last_readable_version_of_an_object_that_stopped_decoding(
+    kube_client: KubeClient, emulator: KubeServer
+) -> None:
+    await kube_client.create(CONFIG_MAPS, config_map("kept", "1"), namespace="default")
+    informer = Informer(kube_client, CONFIG_MAPS, Counter, namespace="default", settings=FAST)
+    changes: list[Change] = []
+    informer.add_handler(recorder(changes))  # type: ignore[arg-type]
+    task = asyncio.create_task(informer.run())
+    try:
+        await wait_for(lambda: informer.synced, what="the list")
+        await put(kube_client, "kept", "not digits")
+        emulator.faults.expire_next_watch(resource="configmaps")
+        emulator.faults.drop_watches()
+        await kube_client.create(CONFIG_MAPS, config_map("after", "2"), namespace="default")
+        await wait_for(lambda: ("added", "after", "2") in changes, what="relisted")
+        cached = informer.cache.get("default/kept")
+        assert cached is not None and cached.data == {"v": "1"}
+        assert [change for change in changes if change[1] == "kept"] == [("added", "kept", "1")]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.parametrize("code", [429, 503])
+async def test_a_throttled_list_waits_for_the_retry_after(
+    kube_client: KubeClient, emulator: KubeServer, code: int
+) -> None:
+    """429 and 503 with ``Retry-After``: the informer waits that long, whatever its backoff."""
+    emulator.faults.fail_next(1, code=code, retry_after=1, verbs={"list"})
+    informer = Informer(kube_client, CONFIG_MAPS, ConfigMap, settings=FAST)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task = asyncio.create_task(informer.run())
+    try:
+        await wait_for(lambda: informer.synced, what=f"list after a {code}")
+        assert loop.time() - started >= 1.0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -9,10 +9,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.errors import LeadershipLostError
+from shared.errors import ConfigError, LeadershipLostError
 from shared.kube.client import KubeClient
+from shared.kube.errors import KubeApiError
 from shared.kube.leader import LeaderElectionSettings, LeaderElector, Lease
-from shared.kube.resources import LEASES
+from shared.kube.resources import CONFIG_MAPS, LEASES
 from shared.metrics import Metrics
 from sim.kubeapi import KubeServer
 from tests.support.wait import wait_for
@@ -89,6 +90,77 @@ async def test_a_leader_that_cannot_renew_gives_up(
     with pytest.raises(LeadershipLostError):
         await asyncio.wait_for(task, timeout=5)
     assert not leader.is_leader
+
+
+async def test_a_renew_stuck_in_flight_ends_leadership_at_the_renew_deadline(
+    kube_client: KubeClient, emulator: KubeServer
+) -> None:
+    """The deadline holds while a renew waits for its answer (here the server takes 5 s to
+    answer about the Lease, and the client's request timeout is 30 s): the leader gives up at
+    the deadline, before a standby could take over (the lease duration)."""
+    led: list[str] = []
+    leader = elector(kube_client, "a")
+    task = asyncio.create_task(leader.run(leading(led, "a")))
+    await wait_for(lambda: led == ["a"], what="a leads")
+    loop = asyncio.get_running_loop()
+    emulator.faults.set_latency(5.0, resource="leases")
+    stalled_at = loop.time()
+    with pytest.raises(LeadershipLostError, match="in flight"):
+        await asyncio.wait_for(task, timeout=5)
+    assert loop.time() - stalled_at < FAST.lease_duration_s
+    assert leader.lease_left() == 0
+
+
+async def test_fenced_writes_end_at_the_renew_deadline(
+    kube_client: KubeClient, emulator: KubeServer
+) -> None:
+    """A leader's writes go through the fenced client: none is sent once the renew deadline
+    has passed, and one in flight is given up at the deadline, not after the request timeout."""
+    led: list[str] = []
+    leader = elector(kube_client, "a")
+    writer = kube_client.fenced(leader.lease_left)
+    with pytest.raises(LeadershipLostError):  # not leading yet: nothing may be written
+        await writer.create(CONFIG_MAPS, config_map("early"), namespace="default")
+    task = asyncio.create_task(leader.run(leading(led, "a")))
+    await wait_for(lambda: led == ["a"], what="a leads")
+    await writer.create(CONFIG_MAPS, config_map("while-leading"), namespace="default")
+
+    emulator.faults.set_latency(5.0, resource="leases")
+    emulator.faults.set_latency(2.0, resource="configmaps", verbs=["create"])
+    loop = asyncio.get_running_loop()
+    sent_at = loop.time()
+    with pytest.raises(KubeApiError) as stuck:
+        await writer.create(CONFIG_MAPS, config_map("in-flight"), namespace="default")
+    assert stuck.value.code in (0, 504)  # given up by the client, or by the server first
+    assert loop.time() - sent_at <= FAST.renew_deadline_s + 0.2
+    with pytest.raises(LeadershipLostError):
+        await asyncio.wait_for(task, timeout=5)
+    with pytest.raises(LeadershipLostError, match="refused"):
+        await writer.create(CONFIG_MAPS, config_map("after"), namespace="default")
+    # A create sent now waits out the same server latency, so once it is answered the write
+    # given up at the deadline would have been applied too, had the server not dropped it.
+    await kube_client.create(CONFIG_MAPS, config_map("marker"), namespace="default")
+    emulator.faults.clear()
+    # Reads are never fenced.
+    assert await writer.get_or_none(CONFIG_MAPS, "in-flight", namespace="default") is None
+    assert await writer.get_or_none(CONFIG_MAPS, "after", namespace="default") is None
+
+
+def test_timings_out_of_order_are_refused_with_the_settings_named(
+    kube_client: KubeClient,
+) -> None:
+    for settings, named in (
+        (LeaderElectionSettings(lease_duration_s=10, renew_deadline_s=10), "renew_deadline_s"),
+        (LeaderElectionSettings(renew_deadline_s=2, retry_period_s=2), "retry_period_s"),
+    ):
+        with pytest.raises(ConfigError, match=named):
+            LeaderElector(
+                kube_client, namespace="default", name="x", identity="a", settings=settings
+            )
+
+
+def config_map(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
 
 
 async def test_a_leader_whose_lease_was_taken_gives_up(kube_client: KubeClient) -> None:

@@ -4,16 +4,19 @@ another clique with its pods evicted, or left waiting with ``policy: Wait``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import msgspec
+import pytest
 
 from services.clique_allocator.gang import GangSize
 from services.clique_allocator.plan import plan_domain
+from services.clique_allocator.planning.failover import Waited
 from services.clique_allocator.planning.outcome import Plan
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.placement import PlacementSpec
 from shared.kube.models import Node, Pod
+from shared.sightings import Sightings
 
 from .builders import CLIQUE_A, CLIQUE_B, NOW, domain, node, pod, rack, view
 
@@ -39,6 +42,7 @@ def run(
     placement: PlacementSpec | None = None,
     cd: ComputeDomain = SLICED,
     after_s: float = 0,
+    waited: Waited | None = None,
 ) -> Plan:
     records = {"train": placement} if placement is not None else {}
     return plan_domain(
@@ -50,6 +54,7 @@ def run(
         view=view(nodes, **records),
         ranks={p.metadata.name: int(p.metadata.labels[INDEX]) for p in pods},
         now=NOW + timedelta(seconds=after_s),
+        waited=waited,
     )
 
 
@@ -100,6 +105,44 @@ def test_a_slice_whose_clique_is_gone_is_marked_stuck_and_moves_only_after_the_g
     assert set(moved.evictions) == {f"train-{i}" for i in range(4, 8)}
     assert {ref.name for ref in moved.record.evicting} == set(moved.evictions)
     assert "FailedOver" in [n.reason for n in moved.notices]
+
+
+class Monotonic:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("skew_s", [30, -30], ids=["stamped-30s-ahead", "stamped-30s-behind"])
+def test_the_grace_holds_on_a_leader_whose_clock_differs_from_the_stamps(skew_s: int) -> None:
+    """The wait was stamped by a replica whose clock ran 30 s ahead of (or behind) the one that
+    leads now; the new leader moves the slice after the whole grace (300 s) on its own clock,
+    never sooner, whatever it reads in the stamp."""
+    record, pods = placed_in_a_and_b()
+    stamped_by_other = run(pods, nodes=lost_b(), placement=record, after_s=skew_s)
+    assert stamped_by_other.record is not None
+    clock = Monotonic()
+    seen: Sightings[tuple[str, int, datetime]] = Sightings(clock)
+
+    def waited(key: str, index: int, since: datetime) -> float:
+        return seen.age_s((key, index, since))
+
+    def moved_after(seconds: float) -> bool:
+        clock.now = seconds
+        plan = run(
+            pods, nodes=lost_b(), placement=stamped_by_other.record, after_s=seconds,
+            waited=waited,
+        )  # fmt: skip
+        assert plan.record is not None
+        return plan.record.slices[1].clique != CLIQUE_B
+
+    # Read against the new leader's clock the stamp says 330 s or 270 s ago at 300 s: moved
+    # 30 s early, or the stamp of the future kept it 30 s longer.
+    assert not moved_after(0)
+    assert not moved_after(299)
+    assert moved_after(300)
 
 
 def test_the_replacements_of_evicted_pods_are_seated_in_the_new_slice() -> None:

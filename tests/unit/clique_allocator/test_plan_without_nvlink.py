@@ -110,4 +110,7 @@ def test_a_node_without_nvlink_that_comes_or_goes_changes_capacity() -> None:
 
 
 def test_an_unpinned_release_removes_the_gate_and_sets_no_node() -> None:
-    assert pin_patch(PODS[0], "") == {"spec": {"schedulingGates": None}}
+    assert pin_patch(PODS[0], "") == {
+        "metadata": {"uid": PODS[0].metadata.uid},
+        "spec": {"schedulingGates": None},
+    }

@@ -12,6 +12,8 @@ import pytest
 
 from shared.errors import TerminalError
 from shared.kube import ManualClock, ReconcileRunner, Result, RunnerSettings, WorkQueue
+from shared.kube.errors import KubeApiError
+from shared.kube.reconcile import retry_after_s
 from shared.metrics import Metrics
 from shared.runtime.supervisor import EXIT_OK, Supervisor
 from tests.support.wait import wait_for
@@ -133,6 +135,45 @@ async def test_errors_are_retried_with_growing_backoff_until_success(
         sample(metrics, "controller_runtime_reconcile_time_seconds_count", controller="domains")
         == 4
     )
+
+
+def throttled(code: int, seconds: float) -> KubeApiError:
+    return KubeApiError(code=code, reason="Throttled", message="later", retry_after_s=seconds)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        throttled(429, 7),
+        throttled(503, 7),
+        ExceptionGroup("in a task group", [RuntimeError("x"), throttled(429, 7)]),
+        RuntimeError("wrapped"),
+    ],
+    ids=["429", "503", "in-a-group", "as-a-cause"],
+)
+async def test_a_throttled_failure_is_retried_no_sooner_than_its_retry_after(
+    clock: ManualClock, metrics: Metrics, error: BaseException
+) -> None:
+    if isinstance(error, RuntimeError):
+        error.__cause__ = throttled(429, 7)
+    reconcile = Scripted({"a": [error, Result()]})
+    runner = make_runner(reconcile, clock=clock, metrics=metrics)
+    queue = runner.queue
+    async with running(runner):
+        queue.add("a")
+        await wait_for(lambda: queue.held == 1 and reconcile.idle(queue), what="retry held")
+        failed_at = clock.now()
+        clock.advance_to(failed_at + 6.99)  # the backoff alone would be 1 s
+        assert len(queue) == 0 and queue.held == 1, "retried before Retry-After"
+        clock.advance_to(failed_at + 7)
+        await wait_for(reconcile.attempted_more_than("a", 1), what="retry ran")
+        await wait_for(lambda: reconcile.idle(queue), what="success")
+
+
+@pytest.mark.parametrize("code", [409, 500])
+def test_only_429_and_503_ask_for_a_pause(code: int) -> None:
+    assert retry_after_s(throttled(code, 7)) == 0
+    assert retry_after_s(throttled(429, 7)) == 7
 
 
 @pytest.mark.parametrize(
