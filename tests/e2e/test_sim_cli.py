@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -20,7 +19,6 @@ import pytest
 
 from shared.crds.names import PLACED_CONDITION
 from sim.natsserver import free_port
-from sim.topology.load import TOPOLOGIES_DIR
 from tests.e2e.whole_system import SYSTEM_STEP_S, WholeSystem, gated, running_whole_system
 from tests.support.processes import ProgramProcess
 from tests.support.wait import wait_for, wait_for_sync
@@ -145,14 +143,9 @@ async def check_preflight(system: WholeSystem) -> None:
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_explain_top_and_preflight_on_the_whole_system(tmp_path: Path) -> None:
-    # The default two racks on an address block of their own: the test stops and starts a
-    # node's IMEX daemon, whose ports another simulated cluster on this machine must not take.
-    default = (TOPOLOGIES_DIR / "default.yaml").read_text()
-    base = f"127.{random.randint(64, 250)}.{random.randrange(0, 200, 8)}.0"
-    topology = tmp_path / "topology.yaml"
-    topology.write_text(default.replace("address_base: 127.10.0.0", f"address_base: {base}"))
-    async with running_whole_system(topology=topology) as system:
+async def test_explain_top_and_preflight_on_the_whole_system() -> None:
+    # The default two racks (on an address block of their own, as every whole system here).
+    async with running_whole_system() as system:
         await check_preflight(system)
         await system.create_namespace("why")
         await system.create_workload("why", "small", replicas=2, gpus=4)

@@ -28,6 +28,8 @@ import asyncio
 import contextlib
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import subprocess
@@ -81,6 +83,7 @@ from sim.control.state import (
 )
 from sim.control.up import node_ready
 from sim.kubeapi.releases import NEWEST_RELEASE
+from sim.topology import TOPOLOGIES_DIR
 from tests.e2e import contract, grants
 from tests.support.wait import wait_for
 
@@ -654,6 +657,21 @@ def seated(placement: Placement) -> dict[str, tuple[int, str, int]]:
     }
 
 
+ADDRESS_BASE = re.compile(r"^address_base:\s*\S+", re.MULTILINE)
+
+
+def on_own_address_block(topology: Path | None, directory: Path) -> Path:
+    """The topology (the default two racks when None) on a random address block of its own:
+    the nodes' IMEX daemons listen on fixed ports of their node's address, so two simulated
+    clusters on one machine (developers' runs side by side) must not share addresses."""
+    text = (topology or TOPOLOGIES_DIR / "default.yaml").read_text()
+    base = f"address_base: 127.{random.randint(20, 250)}.{random.randrange(0, 200, 8)}.0"
+    text = ADDRESS_BASE.sub(base, text) if ADDRESS_BASE.search(text) else f"{text}\n{base}\n"
+    written = directory / "topology.yaml"
+    written.write_text(text)
+    return written
+
+
 @contextlib.asynccontextmanager
 async def running_whole_system(
     env: Mapping[str, str] | None = None,
@@ -663,13 +681,15 @@ async def running_whole_system(
     kubernetes_version: str = NEWEST_RELEASE,
 ) -> AsyncIterator[WholeSystem]:
     """Start everything with ``cdo sim up`` (about 15 s for the default 36 nodes) on
-    ``topology`` (the default two racks when None), with NATS identities when ``nats_auth``
+    ``topology`` (the default two racks when None; on an address block of its own,
+    :func:`on_own_address_block`), with NATS identities when ``nats_auth``
     (``--nats-auth``), at Kubernetes ``kubernetes_version`` with its default gates and APIs;
     stop it and remove its files on exit."""
     state_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-"))
+    topology_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-topology-"))
     options = simctl.UpOptions(
         state_dir=state_dir,
-        topology=topology,
+        topology=on_own_address_block(topology, topology_dir),
         nats_url=None,
         nodes="*",
         imex_server_port=None,
@@ -706,6 +726,7 @@ async def running_whole_system(
             denials = grants.take_record(state_dir / ACCESS_RECORD_FILE)
         if denials:
             print("cdo services refused by RBAC:", *denials, sep="\n  ", file=sys.stderr)
+        shutil.rmtree(topology_dir, ignore_errors=True)
         if os.environ.get(KEEP_ENV) != "1":
             shutil.rmtree(state_dir, ignore_errors=True)
     assert not denials, "cdo services refused by RBAC:\n  " + "\n  ".join(denials)
