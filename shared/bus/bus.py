@@ -638,6 +638,10 @@ class EventBus:
                 await cancellable(self._nc.drain())
             except nats_errors.ConnectionReconnectingError:
                 await cancellable(self._nc.close())
+            except BaseException:
+                # A drain cut short closes nothing; the socket must not outlive the bus.
+                self._nc.shut()
+                raise
 
 
 async def _drained(drain: Awaitable[None]) -> None:

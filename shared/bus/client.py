@@ -77,6 +77,25 @@ class BusClient(Client):
         else:
             await self.publish(subject, payload, reply, headers=parse_block(block))
 
+    def shut(self) -> None:
+        """Close the socket and stop reconnecting at once, awaiting nothing: what a close or a
+        drain cut short (a caller's timeout, a cancellation) would otherwise leave open until
+        the event loop is gone."""
+        reconnection = self._reconnection_task
+        if reconnection is not None and not reconnection.done():
+            reconnection.cancel()
+        if self._transport is not None:
+            self._transport.close()  # type: ignore[no-untyped-call]
+
+    async def _close(self, status: int, do_cbs: bool = True) -> None:
+        # nats-py marks the client closed before it closes the socket: a close cancelled in
+        # between would leave the socket open with every later close a no-op.
+        try:
+            await super()._close(status, do_cbs)
+        except BaseException:
+            self.shut()
+            raise
+
     def reconnect_forever(self) -> None:
         """Never give up reconnecting from now on (nats-py reads the budget on every attempt;
         the first connection was made within the budget it was given)."""

@@ -163,7 +163,9 @@ async def connect(
         )
     except BaseException:
         # A connect that failed or was cancelled half-way may hold an open transport (and its
-        # tasks); nats-py leaves it open. Closed here, shielded from the cancellation itself.
+        # tasks); nats-py leaves it open. The socket is closed at once, the rest shielded from
+        # the cancellation itself.
+        client.shut()
         with contextlib.suppress(Exception):
             await asyncio.shield(client.close())
         raise
