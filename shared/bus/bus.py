@@ -609,18 +609,27 @@ class EventBus:
 
     async def close(self) -> None:
         """Write pending snapshots, wait briefly for the stream's acks, flush publishes and
-        close the connection; at once when it is down."""
+        close the connection; at once when it is down. A close cut short (a caller's timeout,
+        a cancellation) still closes the socket: it never outlives the bus."""
         self._stopping = True
         self._watch.closing = True
-        if self._nc is None or self._nc.is_closed:
+        nc = self._nc
+        if nc is None or nc.is_closed:
             return
-        if not self._nc.is_connected:
+        try:
+            await self._close_connection(nc)
+        except BaseException:
+            nc.shut()
+            raise
+
+    async def _close_connection(self, nc: BusClient) -> None:
+        if not nc.is_connected:
             if self.unacknowledged:
                 log.warning(
                     "closing while NATS is down: events kept in the outbox are lost",
                     extra={"events": self.unacknowledged},
                 )
-            await cancellable(self._nc.close())
+            await cancellable(nc.close())
             return
         try:
             try:
@@ -635,13 +644,9 @@ class EventBus:
         finally:
             # Also when cancelled while waiting for acks: the connection is closed all the same.
             try:
-                await cancellable(self._nc.drain())
+                await cancellable(nc.drain())
             except nats_errors.ConnectionReconnectingError:
-                await cancellable(self._nc.close())
-            except BaseException:
-                # A drain cut short closes nothing; the socket must not outlive the bus.
-                self._nc.shut()
-                raise
+                await cancellable(nc.close())
 
 
 async def _drained(drain: Awaitable[None]) -> None:

@@ -17,6 +17,7 @@ takes the prepared path and that what arrives is the same either way.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any
 
@@ -78,12 +79,20 @@ class BusClient(Client):
             await self.publish(subject, payload, reply, headers=parse_block(block))
 
     def shut(self) -> None:
-        """Close the socket and stop reconnecting at once, awaiting nothing: what a close or a
-        drain cut short (a caller's timeout, a cancellation) would otherwise leave open until
-        the event loop is gone."""
-        reconnection = self._reconnection_task
-        if reconnection is not None and not reconnection.done():
-            reconnection.cancel()
+        """Close the socket and stop every task of the client at once, awaiting nothing, and
+        mark it closed so that it never reconnects: what a close or a drain cut short (a
+        caller's timeout, a cancellation) would otherwise leave open until the event loop is
+        gone, or reopen on its own."""
+        self._status = Client.CLOSED
+        current = asyncio.current_task()
+        for task in (
+            self._reconnection_task,
+            self._reading_task,
+            self._ping_interval_task,
+            self._flusher_task,
+        ):
+            if task is not None and task is not current and not task.done():
+                task.cancel()
         if self._transport is not None:
             self._transport.close()  # type: ignore[no-untyped-call]
 

@@ -63,13 +63,8 @@ async def test_a_bus_cancelled_at_any_moment_of_its_start_ends_cancelled(
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    def open_connections() -> int:
-        url = f"http://127.0.0.1:{nats_server.monitor_port}/connz"
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return int(json.load(reply)["num_connections"])
-
     await wait_for(
-        lambda: open_connections() == 0,
+        lambda: _open_connections(nats_server) == 0,
         timeout=10,
         what="every cancelled start's connection closed",
     )
@@ -98,3 +93,39 @@ async def test_a_flush_cancelled_while_it_waits_for_its_pong_leaves_the_connecti
         await bus.nc.publish("test.alive", str(yields).encode())
         got = await asyncio.wait_for(received.get(), timeout=5)
         assert got == str(yields).encode(), f"read loop lost after a cancel {yields} yields in"
+
+
+async def test_a_close_cut_short_at_any_moment_leaves_no_connection_open(
+    nats_server: NatsServer,
+) -> None:
+    # nats-py marks a client closed before it closes the socket, and every later close is then
+    # a no-op: a close cancelled in between (a caller's timeout) left the socket open until the
+    # event loop was gone. The cancel lands a growing number of yields into the close (at
+    # least one: a task cancelled before it first runs never starts its close).
+    for yields in range(1, 16):
+        bus = EventBus(
+            NatsSettings(url=nats_server.url, reconnect_wait_s=0.1),
+            service="close-test",
+            instance=str(yields),
+            metrics=Metrics(),
+            tracer=TracerProvider().get_tracer("test"),
+        )
+        await bus.connect()
+        await bus.nc.subscribe("test.close")
+        closing = asyncio.create_task(bus.close())
+        for _ in range(yields):
+            await asyncio.sleep(0)
+        closing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await closing
+        await wait_for(
+            lambda: _open_connections(nats_server) == 0,
+            timeout=10,
+            what=f"the connection of a close cancelled {yields} yields in closed",
+        )
+
+
+def _open_connections(server: NatsServer) -> int:
+    url = f"http://127.0.0.1:{server.monitor_port}/connz"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        return int(json.load(reply)["num_connections"])
