@@ -4,6 +4,9 @@ block and a faster reader of received ones (see :mod:`shared.bus.wire`).
 Both hook into two internal methods of nats-py's client (``_send_publish``, which every publish
 goes through, and ``_parse_header_lines``, which reads every received header block).
 
+It connects through :class:`shared.bus.transport.BusTcpTransport` (``_connect_to_server``), and a
+close cut short still closes its socket (``_close``, :meth:`BusClient.shut`).
+
 It also mends how nats-py takes a PONG (``_process_pong``): nats-py sets the result of the first
 queued PING's future, and a flush that was cancelled or timed out (its own, or one inside
 ``drain``) leaves a cancelled future there. Setting it raised ``InvalidStateError`` in the
@@ -19,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from typing import Any
 
-from nats.aio.client import Client
+from nats.aio.client import DEFAULT_BUFFER_SIZE, Client, Srv
 from nats.protocol.command import hpub_cmd
 
 from shared.bus import wire
+from shared.bus.transport import BusTcpTransport
 
 
 def _send_publish_as_expected() -> bool:
@@ -95,6 +100,22 @@ class BusClient(Client):
                 task.cancel()
         if self._transport is not None:
             self._transport.close()  # type: ignore[no-untyped-call]
+
+    async def _connect_to_server(self, s: Srv) -> None:
+        # nats-py's own, with the transport whose connect loses no connection when cancelled
+        # (see its module). nats-py replaces any transport that is not connected, so the
+        # choice is made here rather than before its method runs.
+        if s.uri.scheme in ("ws", "wss"):
+            await super()._connect_to_server(s)
+            return
+        s.last_attempt = time.monotonic()
+        if not self._transport:
+            self._transport = BusTcpTransport()  # type: ignore[no-untyped-call]
+        await self._transport.connect(
+            s.uri,
+            buffer_size=DEFAULT_BUFFER_SIZE,
+            connect_timeout=self.options["connect_timeout"],
+        )
 
     async def _close(self, status: int, do_cbs: bool = True) -> None:
         # nats-py marks the client closed before it closes the socket: a close cancelled in

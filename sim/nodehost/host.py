@@ -573,6 +573,10 @@ class NodeHost:
                 "NATS does not answer: the nodes start without it",
                 extra={"error": f"{type(exc).__name__}: {exc}"},
             )
+        except asyncio.CancelledError:
+            # Stopped while it sets up (a host stopped at once): nobody else holds the bus.
+            await bus.close()
+            raise
         return bus
 
     async def _follow_power(self) -> None:
