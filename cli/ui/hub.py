@@ -96,11 +96,14 @@ class Hub:
         self._clients.discard(queue)
 
     def snapshot(self) -> bytes:
+        """The whole state as last computed (computed now if it never was)."""
+        if not self._status_sent:
+            self.refresh()
         racks = b",".join(self._racks[rack] for rack in self._order)
         feed = _encode(self._recent())
         return (
             b'{"racks":[' + racks + b'],"legend":' + self._legend
-            + b',"status":' + (self._status_sent or _encode(self._status()))
+            + b',"status":' + self._status_sent
             + b',"feed":' + feed + b"}"
         )  # fmt: skip
 
