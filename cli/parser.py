@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli import completion, events, explain, preflight, status, top, ui
+from cli import completion, events, explain, preflight, status, top, ui, wait
 from shared.version import version
 from sim.control import commands as sim_commands
 
@@ -66,6 +66,7 @@ def build_parser(prog: str = "cdo") -> argparse.ArgumentParser:
     top.add_parser(commands, common=common, epilog=EXIT_CODES)
     preflight.add_parser(commands, common=common, epilog=EXIT_CODES)
     events.add_parser(commands, common=common, epilog=EXIT_CODES)
+    wait.add_parser(commands, common=common, epilog=EXIT_CODES)
     ui.add_parser(commands, common=common, epilog=EXIT_CODES)
     sim_commands.add_parser(commands, common=common, epilog=EXIT_CODES)
     completion.add_parser(commands, common=common, epilog=EXIT_CODES)
