@@ -2,16 +2,17 @@
 (pure).
 
 The template language is kubectl's (kubernetes.io, "JSONPath Support"): text outside braces is
-printed as it is; inside braces an expression of ``.field``, ``['field']``, ``[n]`` (negative
-from the end), ``[start:end]``, ``[*]``, ``..field`` (at any depth), ``[?(@.field == "x")]``
+printed as it is; inside braces an expression of ``.field`` (a dot in a key written ``\\.``:
+``.metadata.labels.nvidia\\.com/gpu\\.clique``), ``['field']``, ``[n]`` (negative from the
+end), ``[start:end]``, ``[*]``, ``..field`` (at any depth), ``[?(@.field == "x")]``
 (``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, or ``@.field`` alone for "has it"), ``@`` for the
 current object, ``{range EXPR}...{end}`` to repeat for each result, and quoted text
 (``{"\\n"}``). Several results of one expression are printed separated by spaces; maps and
 lists print as JSON; a field that does not exist is an error naming it, as in kubectl.
 
 Custom columns are ``HEADER:EXPR`` pairs separated by commas, each expression with or without
-its braces, applied to each row of the command (its domains, cliques, checks...); a value that
-is missing prints ``<none>``.
+its braces, applied to each row of the command (its domains, cliques, findings); a value that
+is missing or null prints ``<none>``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from shared.command_errors import CommandError
 
 _TOKEN = re.compile(
     r"""\s*(?:
-      (?P<recursive>\.\.)(?P<rname>[A-Za-z0-9_\-]+|\*)?
-    | \.(?P<name>[A-Za-z0-9_\-]+|\*)
+      (?P<recursive>\.\.)(?P<rname>(?:[A-Za-z0-9_\-/]|\\\.)+|\*)?
+    | \.(?P<name>(?:[A-Za-z0-9_\-/]|\\\.)+|\*)
     | \[\s*(?P<quoted>'[^']*'|"[^"]*")\s*\]
     | \[\s*\?\((?P<filter>.*?)\)\s*\]
     | \[\s*(?P<slice>-?\d*\s*:\s*-?\d*)\s*\]
@@ -61,9 +62,9 @@ def _steps(expression: str) -> list[tuple[str, Any]]:
             raise JsonPathError(f"jsonpath: cannot parse {expression!r} at {text[position:]!r}")
         position = match.end()
         if match.group("recursive"):
-            steps.append(("recursive", match.group("rname") or "*"))
+            steps.append(("recursive", (match.group("rname") or "*").replace("\\.", ".")))
         elif match.group("name") is not None:
-            name = match.group("name")
+            name = match.group("name").replace("\\.", ".")
             steps.append(("all", None) if name == "*" else ("field", name))
         elif match.group("quoted") is not None:
             steps.append(("field", match.group("quoted")[1:-1]))
@@ -271,7 +272,7 @@ def column_rows(spec: str, rows: Sequence[Any]) -> tuple[list[str], list[list[st
     for row in rows:
         line = []
         for _header, expression in pairs:
-            values = _evaluate(row, _steps(expression), strict=False)
+            values = [v for v in _evaluate(row, _steps(expression), strict=False) if v is not None]
             line.append(",".join(_text(v) for v in values) if values else "<none>")
         cells.append(line)
     return [header for header, _ in pairs], cells

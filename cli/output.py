@@ -74,7 +74,8 @@ def write_templated(
     list ``rows`` (a field of the document)."""
     data = document(value)
     if output.startswith(JSONPATH):
-        out.write(jsonpath(output[len(JSONPATH) :], data) + "\n")
+        # As kubectl: the template's text and nothing more (no newline of its own).
+        out.write(jsonpath(output[len(JSONPATH) :], data))
     else:
         headers, cells = column_rows(output[len(CUSTOM_COLUMNS) :], data.get(rows, []))
         lines = table(headers, cells) if cells or not no_headers else []

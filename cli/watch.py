@@ -46,13 +46,14 @@ async def watch(
         try:
             await report(buffer)
         except CommandError as exc:
-            buffer.write(f"cdo: {exc}\n")
+            written = buffer.getvalue()
+            buffer.write(("\n" if written and not written.endswith("\n") else "") + f"cdo: {exc}\n")
         text = buffer.getvalue()
         if text != last:
             # JSON documents are one line each already; a table gets the time above it.
             if last is not None and output != "json":
                 out.write(f"-- {now().strftime('%H:%M:%S')}\n")
-            out.write(text)
+            out.write(text if text.endswith("\n") or not text else text + "\n")
             out.flush()
             last = text
         await asyncio.sleep(interval_s)
