@@ -14,6 +14,13 @@ from shared.command_errors import CommandError, UsageError
 DEFAULT_PORT = 8080
 
 
+DESCRIPTION = (
+    "Serve a web page of the cluster: every NVLink rack as its trays and GPUs, coloured by the "
+    "ComputeDomain holding them, faults and tray marks, a domain's slices and conditions, and "
+    "the live event feed. Reads the Kubernetes API (and NATS, when it answers); writes nothing."
+)
+
+
 def add_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     *,
@@ -24,12 +31,14 @@ def add_parser(
         "ui",
         parents=[common],
         help="a live page of every rack, tray and GPU",
-        description="Serve a web page of the cluster: every NVLink rack as its trays and GPUs, "
-        "coloured by the ComputeDomain holding them, faults and tray marks, a domain's slices "
-        "and conditions, and the live event feed. Reads the Kubernetes API (and NATS, when it "
-        "answers); writes nothing.",
+        description=DESCRIPTION,
         epilog=epilog,
     )
+    add_arguments(parser)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``cdo ui``'s own options (also those of ``python -m cli.ui``, the image's)."""
     parser.add_argument(
         "--address",
         default="127.0.0.1",
