@@ -27,6 +27,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
@@ -39,8 +40,20 @@ from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.kubeconfig import ClusterSource
 from shared.metrics import Metrics
-from sim.control.state import STATE_DIR_ENV, read_cluster, read_record
-from sim.control.state import state_dir as resolve_state_dir
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def _simulator() -> ModuleType | None:
+    """The simulator's state-directory module; None where the simulator is not installed (the
+    image, which runs ``cdo ui`` in a pod: no simulated cluster to find there)."""
+    try:
+        from sim.control import state
+    except ImportError:
+        return None
+    return state
+
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_URL_ENV = "CDO_NATS_URL"
@@ -101,7 +114,8 @@ def find_cluster(
 
 
 def _simulated(state_dir: Path, context: str | None) -> ClusterSource | None:
-    cluster = read_cluster(state_dir)
+    simulator = _simulator()
+    cluster = simulator.read_cluster(state_dir) if simulator is not None else None
     if cluster is None or not cluster.kubeconfig:
         return None
     return ClusterSource((Path(cluster.kubeconfig),), f"{state_dir}/cluster.json", context)
@@ -126,7 +140,8 @@ def resolve(
     if not url:
         url, url_from = os.environ.get(NATS_URL_ENV, ""), f"${NATS_URL_ENV}"
     if not url:
-        record = read_record(state_dir)
+        simulator = _simulator()
+        record = simulator.read_record(state_dir) if simulator is not None else None
         url, url_from = (record.nats_url if record else ""), f"{state_dir}/cdo.json"
     if not url:
         url, url_from = DEFAULT_NATS_URL, "the default"
@@ -144,7 +159,8 @@ def endpoints_from(args: argparse.Namespace) -> Endpoints:
     return resolve(
         state_dir=state_dir_from(args),
         explicit_state_dir=(
-            getattr(args, "state_dir", None) is not None or bool(os.environ.get(STATE_DIR_ENV))
+            getattr(args, "state_dir", None) is not None
+            or bool((simulator := _simulator()) and os.environ.get(simulator.STATE_DIR_ENV))
         ),
         kubeconfig=getattr(args, "kubeconfig", None),
         nats_url=getattr(args, "nats_url", None),
@@ -185,7 +201,45 @@ def namespace_from(args: argparse.Namespace, endpoints: Endpoints) -> str | None
 
 def state_dir_from(args: argparse.Namespace) -> Path:
     """``--state-dir``, else $CDO_SIM_STATE_DIR, else ``.cdo/sim``; absolute."""
-    return resolve_state_dir(getattr(args, "state_dir", None))
+    given = getattr(args, "state_dir", None)
+    simulator = _simulator()
+    if simulator is None:
+        return Path(given or ".").absolute()
+    resolved: Path = simulator.state_dir(given)
+    return resolved
+
+
+def connection_options() -> argparse.ArgumentParser:
+    """Connection options, accepted before and after the command (SUPPRESS keeps the first)."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection")
+    group.add_argument(
+        "--state-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="the simulated cluster's state directory (default: $CDO_SIM_STATE_DIR or .cdo/sim)",
+    )
+    group.add_argument(
+        "--kubeconfig",
+        default=argparse.SUPPRESS,
+        help="kubeconfig of the cluster (default: as kubectl finds it: $KUBECONFIG, "
+        "~/.kube/config, the pod's service account; or the simulated cluster)",
+    )
+    group.add_argument(
+        "--context",
+        default=argparse.SUPPRESS,
+        help="the kubeconfig context to use (default: its current context)",
+    )
+    group.add_argument(
+        "--nats-url",
+        default=argparse.SUPPRESS,
+        help="NATS server (default: $CDO_NATS_URL, else the one cdo sim up started, else "
+        "nats://127.0.0.1:4222)",
+    )
+    group.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log to stderr"
+    )
+    return common
 
 
 # -- Kubernetes -------------------------------------------------------------------------------

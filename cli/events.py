@@ -23,7 +23,8 @@ from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
 from cli.connection import connect_nats, endpoints_from, nats_settings
-from cli.output import add_output_option
+from cli.jsonpath import jsonpath
+from cli.output import JSONPATH, add_output_option
 from shared.bus import EventBus, StartAt
 from shared.bus.cloudevents import decode, format_time, lowercase_headers
 from shared.command_errors import CommandError, UsageError
@@ -67,6 +68,8 @@ class Query:
     start: StartAt = field(default_factory=StartAt)
     follow: bool = False
     as_json: bool = False
+    template: str = ""
+    """``-o jsonpath=TEMPLATE``: the template over each event's JSON record."""
 
 
 def _short_type(ce_type: str) -> str:
@@ -79,8 +82,9 @@ def render_line(sequence: int, event: Event) -> str:
     return f"#{sequence:<6} {moment}  {_short_type(event.ce_type()):<17} {describe(event)}"
 
 
-def render_json(sequence: int, subject: str, event: Event) -> str:
-    record = {
+def record_of(sequence: int, subject: str, event: Event) -> dict[str, object]:
+    """What ``-o json`` prints of an event (and ``-o jsonpath`` reads)."""
+    return {
         "sequence": sequence,
         "subject": subject,
         "type": event.ce_type(),
@@ -90,21 +94,27 @@ def render_json(sequence: int, subject: str, event: Event) -> str:
         "summary": describe(event),
         "data": event,
     }
-    return _encoder.encode(record).decode()
+
+
+def render_json(sequence: int, subject: str, event: Event) -> str:
+    return _encoder.encode(record_of(sequence, subject, event)).decode()
 
 
 class _Printer:
-    def __init__(self, out: TextIO, *, as_json: bool) -> None:
+    def __init__(self, out: TextIO, *, as_json: bool, template: str = "") -> None:
         self._out = out
         self._as_json = as_json
+        self._template = template
         self.printed = 0
 
     def event(self, sequence: int, subject: str, event: Event) -> None:
-        line = (
-            render_json(sequence, subject, event)
-            if self._as_json
-            else (render_line(sequence, event))
-        )
+        if self._template:
+            record = msgspec.to_builtins(record_of(sequence, subject, event))
+            line = jsonpath(self._template, record)
+        elif self._as_json:
+            line = render_json(sequence, subject, event)
+        else:
+            line = render_line(sequence, event)
         self._out.write(line + "\n")
         self._out.flush()
         self.printed += 1
@@ -122,7 +132,7 @@ class _Printer:
 
 async def print_events(bus: EventBus, query: Query, *, stream: str, out: TextIO) -> int:
     """Print the events ``query`` selects; the number printed."""
-    printer = _Printer(out, as_json=query.as_json)
+    printer = _Printer(out, as_json=query.as_json, template=query.template)
     finished = asyncio.Event()
 
     async def on_message(msg: Msg) -> None:
@@ -204,7 +214,13 @@ def add_parser(
         epilog=epilog,
     )
     parser.add_argument(
-        "-f", "--follow", action="store_true", help="keep printing new events until Ctrl-C"
+        "-f",
+        "--follow",
+        "-w",
+        "--watch",
+        dest="follow",
+        action="store_true",
+        help="keep printing new events until Ctrl-C",
     )
     parser.add_argument(
         "--subject",
@@ -213,7 +229,7 @@ def add_parser(
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--since", help="from a time: 10m, 2h, 1d, or 2025-01-31T12:00:00Z")
     start.add_argument("--from-seq", type=int, help="from this stream sequence number")
-    add_output_option(parser, formats=("json",))
+    add_output_option(parser, formats=("json",), columns=False)
     parser.add_argument(
         "--json", dest="output", action="store_const", const="json", help="the same as -o json"
     )
@@ -230,6 +246,7 @@ async def _run(args: argparse.Namespace) -> None:
         start=start_at(since=args.since, from_seq=args.from_seq, now=lambda: datetime.now(UTC)),
         follow=args.follow,
         as_json=args.output == "json",
+        template=args.output[len(JSONPATH) :] if args.output.startswith(JSONPATH) else "",
     )
     bus = await connect_nats(endpoints, reconnect_forever=args.follow)
     try:

@@ -25,7 +25,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cli import completion, events, explain, preflight, status, top
+from cli import completion, events, explain, preflight, status, top, ui, wait
 from cli.connection import quiet_logging, state_dir_from
 from cli.parser import build_parser
 from shared.command_errors import EXIT_OK, CommandError
@@ -48,6 +48,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         top.run(args)
     elif args.command == "events":
         events.run(args)
+    elif args.command == "wait":
+        wait.run(args)
+    elif args.command == "ui":
+        ui.run(args)
     elif args.command == "completion":
         completion.run(args, parser)
     else:

@@ -7,46 +7,13 @@ Each group adds its own arguments (:mod:`cli.status`, :mod:`cli.events`, and
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from cli import completion, events, explain, preflight, status, top
+from cli import completion, events, explain, preflight, status, top, ui, wait
+from cli.connection import connection_options
 from shared.version import version
 from sim.control import commands as sim_commands
 
 EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 usage, 3 cluster or NATS unreachable"
-
-
-def connection_options() -> argparse.ArgumentParser:
-    """Connection options, accepted before and after the command (SUPPRESS keeps the first)."""
-    common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("connection")
-    group.add_argument(
-        "--state-dir",
-        type=Path,
-        default=argparse.SUPPRESS,
-        help="the simulated cluster's state directory (default: $CDO_SIM_STATE_DIR or .cdo/sim)",
-    )
-    group.add_argument(
-        "--kubeconfig",
-        default=argparse.SUPPRESS,
-        help="kubeconfig of the cluster (default: as kubectl finds it: $KUBECONFIG, "
-        "~/.kube/config, the pod's service account; or the simulated cluster)",
-    )
-    group.add_argument(
-        "--context",
-        default=argparse.SUPPRESS,
-        help="the kubeconfig context to use (default: its current context)",
-    )
-    group.add_argument(
-        "--nats-url",
-        default=argparse.SUPPRESS,
-        help="NATS server (default: $CDO_NATS_URL, else the one cdo sim up started, else "
-        "nats://127.0.0.1:4222)",
-    )
-    group.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log to stderr"
-    )
-    return common
 
 
 def build_parser(prog: str = "cdo") -> argparse.ArgumentParser:
@@ -66,6 +33,8 @@ def build_parser(prog: str = "cdo") -> argparse.ArgumentParser:
     top.add_parser(commands, common=common, epilog=EXIT_CODES)
     preflight.add_parser(commands, common=common, epilog=EXIT_CODES)
     events.add_parser(commands, common=common, epilog=EXIT_CODES)
+    wait.add_parser(commands, common=common, epilog=EXIT_CODES)
+    ui.add_parser(commands, common=common, epilog=EXIT_CODES)
     sim_commands.add_parser(commands, common=common, epilog=EXIT_CODES)
     completion.add_parser(commands, common=common, epilog=EXIT_CODES)
     return parser

@@ -18,10 +18,18 @@ import msgspec
 from cli import capacity
 from cli.connection import Endpoints, connect_kube, endpoints_from
 from cli.explain.facts import CliqueFact
-from cli.output import add_output_option, structured, write_document
+from cli.output import (
+    add_no_headers_option,
+    add_output_option,
+    structured,
+    templated,
+    write_document,
+    write_templated,
+)
 from cli.reads import list_nodes, list_placements
 from cli.snapshots import read as read_snapshots
 from cli.tables import age, table
+from cli.watch import add_watch_option, watch
 from shared.command_errors import UnreachableError
 from shared.crds import Placement
 from shared.events import CliqueCapacity
@@ -62,11 +70,13 @@ async def top_cliques(endpoints: Endpoints) -> CliqueTop:
     return CliqueTop(cliques=capacity.cliques_of(published, nodes, placements), notes=notes)
 
 
-def render(found: CliqueTop, *, wide: bool, now: datetime | None = None) -> str:
+def render(
+    found: CliqueTop, *, wide: bool, now: datetime | None = None, headers: bool = True
+) -> str:
     now = now or datetime.now(UTC)
-    headers = ["CLIQUE", "NODES OK", "GPUS FREE", "GPU%", "LARGEST FREE", "CHANNELS"]
+    titles = ["CLIQUE", "NODES OK", "GPUS FREE", "GPU%", "LARGEST FREE", "CHANNELS"]
     if wide:
-        headers += ["DOMAINS", "SOURCE", "AGE"]
+        titles += ["DOMAINS", "SOURCE", "AGE"]
     rows = []
     for c in found.cliques:
         used = c.gpus_total - c.gpus_free
@@ -81,19 +91,24 @@ def render(found: CliqueTop, *, wide: bool, now: datetime | None = None) -> str:
         if wide:
             row += [str(c.domains), c.source, "-" if c.as_of is None else age(c.as_of, now)]
         rows.append(row)
-    lines = table(headers, rows) if rows else ["no clique: no node has a clique label"]
+    lines = table(titles, rows) if rows else ["no clique: no node has a clique label"]
+    if not headers and rows:
+        lines = lines[1:]
     lines += [f"note: {note}" for note in found.notes]
     return "\n".join(lines)
 
 
-def print_top(found: CliqueTop, output: str, out: TextIO) -> None:
+def print_top(found: CliqueTop, output: str, out: TextIO, *, headers: bool = True) -> None:
     if structured(output):
         write_document(found, output, out)
+        return
+    if templated(output):
+        write_templated(found, output, out, rows="cliques", no_headers=not headers)
         return
     if output == "name":
         out.write("".join(f"clique/{c.clique}\n" for c in found.cliques))
     else:
-        out.write(render(found, wide=output == "wide") + "\n")
+        out.write(render(found, wide=output == "wide", headers=headers) + "\n")
     out.flush()
 
 
@@ -114,8 +129,14 @@ def add_parser(
     )
     parser.add_argument("resource", choices=("cliques",), help="what to show: cliques")
     add_output_option(parser)
+    add_no_headers_option(parser)
+    add_watch_option(parser)
 
 
 def run(args: argparse.Namespace) -> None:
-    found = asyncio.run(top_cliques(endpoints_from(args)))
-    print_top(found, args.output, sys.stdout)
+    endpoints = endpoints_from(args)
+
+    async def once(out: TextIO) -> None:
+        print_top(await top_cliques(endpoints), args.output, out, headers=not args.no_headers)
+
+    asyncio.run(watch(once, sys.stdout, output=args.output) if args.watch else once(sys.stdout))

@@ -4,6 +4,7 @@ Events, the nodes, every Placement (for computed capacity) from the Kubernetes A
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import msgspec
@@ -33,7 +34,7 @@ from shared.crds.names import (
     PLACEMENT_GATE,
 )
 from shared.crds.phase import domain_phase
-from shared.events import CliqueCapacity, NodeImexState
+from shared.events import CliqueCapacity, Event, NodeImexState
 from shared.kube.client import KubeClient
 from shared.kube.models import Condition, Node, Pod
 from shared.kube.resources import EVENTS, PODS
@@ -48,7 +49,7 @@ class _Source(msgspec.Struct, frozen=True, kw_only=True):
     component: str = ""
 
 
-class _Event(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class KubeEvent(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     involved_object: _InvolvedObject = msgspec.field(default_factory=_InvolvedObject)
     type: str = ""
     reason: str = ""
@@ -60,8 +61,8 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     source: _Source = msgspec.field(default_factory=_Source)
 
 
-class _Events(msgspec.Struct):
-    items: list[_Event]
+class KubeEvents(msgspec.Struct):
+    items: list[KubeEvent]
 
 
 def _condition(found: Condition | None) -> ConditionFact | None:
@@ -131,7 +132,7 @@ def placement_fact(placement: Placement) -> PlacementFact:
     )
 
 
-def event_fact(event: _Event) -> EventFact:
+def event_fact(event: KubeEvent) -> EventFact:
     return EventFact(
         kind=event.involved_object.kind,
         name=event.involved_object.name,
@@ -204,20 +205,47 @@ async def collect(endpoints: Endpoints, *, namespace: str, name: str, pod: str =
         nodes = await list_nodes(client, endpoints)
         placements = await list_placements(client, endpoints)
         events = msgspec.json.decode(
-            await list_raw(client, endpoints, EVENTS, namespace), type=_Events
+            await list_raw(client, endpoints, EVENTS, namespace), type=KubeEvents
         ).items
     finally:
         await client.close()
+    snapshots = await read_snapshots(endpoints, "v1.clique.>", "v1.node.>")
+    notes = [f"{snapshots.note}; capacity computed from the nodes"] if snapshots.note else []
+    return domain_facts(
+        domain,
+        placement=placement,
+        pods=pods,
+        nodes=nodes,
+        placements=placements,
+        events=events,
+        snapshots=snapshots.events,
+        pod=pod,
+        notes=notes,
+    )
+
+
+def domain_facts(
+    domain: ComputeDomain,
+    *,
+    placement: Placement | None,
+    pods: Sequence[Pod],
+    nodes: Sequence[Node],
+    placements: Sequence[Placement],
+    events: Sequence[KubeEvent],
+    snapshots: Sequence[Event] = (),
+    pod: str = "",
+    notes: Sequence[str] = (),
+) -> DomainFacts:
+    """The facts of ``domain`` from what was read (pure): ``pods`` and ``events`` of its
+    namespace, every node and Placement, the NATS snapshots there were."""
     seated = set(placement.spec.pod_names) if placement is not None else set()
     template = template_of(domain)
     mine = [p for p in pods if uses_template(p, template) or p.metadata.name in seated]
-    snapshots = await read_snapshots(endpoints, "v1.clique.>", "v1.node.>")
-    notes = [f"{snapshots.note}; capacity computed from the nodes"] if snapshots.note else []
-    capacity_events = [e for e in snapshots.events if isinstance(e, CliqueCapacity)]
+    capacity_events = [e for e in snapshots if isinstance(e, CliqueCapacity)]
     phase, _reason = domain_phase(domain)
     return DomainFacts(
-        namespace=namespace,
-        name=name,
+        namespace=domain.metadata.namespace,
+        name=domain.metadata.name,
         phase=phase,
         conditions=tuple(
             ConditionFact(type=c.type, status=c.status, reason=c.reason, message=c.message)
@@ -227,7 +255,7 @@ async def collect(endpoints: Endpoints, *, namespace: str, name: str, pod: str =
         pods=tuple(pod_fact(p) for p in sorted(mine, key=lambda p: p.metadata.name)),
         nodes=tuple(node_fact(n) for n in nodes),
         cliques=tuple(capacity.cliques_of(capacity_events, nodes, placements)),
-        imex=tuple(imex_fact(e) for e in snapshots.events if isinstance(e, NodeImexState)),
+        imex=tuple(imex_fact(e) for e in snapshots if isinstance(e, NodeImexState)),
         events=tuple(event_fact(e) for e in events),
         pod=pod,
         notes=tuple(notes),

@@ -11,7 +11,14 @@ from cli.connection import Endpoints, connect_kube, endpoints_from, namespace_fr
 from cli.explain.collect import collect, find_namespace
 from cli.explain.explain import Explanation, explain
 from cli.explain.render import render
-from cli.output import add_namespace_options, add_output_option, structured, write_document
+from cli.output import (
+    add_namespace_options,
+    add_output_option,
+    structured,
+    templated,
+    write_document,
+    write_templated,
+)
 from shared.command_errors import UsageError
 
 _FORMATS = ("json", "yaml", "name")
@@ -56,6 +63,9 @@ async def explanation(endpoints: Endpoints, *, target: str, namespace: str | Non
 def print_explanation(found: Explanation, output: str, out: TextIO) -> None:
     if structured(output):
         write_document(found, output, out)
+        return
+    if templated(output):
+        write_templated(found, output, out, rows="findings")
         return
     if output == "name":
         out.write(found.target.split(" (of ")[0].replace(" ", "/", 1) + "\n")

@@ -21,9 +21,18 @@ from cli.connection import (
     endpoints_from,
     kube_unreachable,
 )
-from cli.output import add_namespace_options, add_output_option, structured, write_document
+from cli.output import (
+    add_namespace_options,
+    add_no_headers_option,
+    add_output_option,
+    structured,
+    templated,
+    write_document,
+    write_templated,
+)
 from cli.status.render import render
 from cli.status.report import Report, clique_row, domain_row, node_groups
+from cli.watch import add_watch_option, watch
 from shared.bus import EventBus
 from shared.command_errors import CommandError, UnreachableError
 from shared.crds import COMPUTE_DOMAINS, ComputeDomain
@@ -108,7 +117,12 @@ async def gather(endpoints: Endpoints) -> tuple[Report, list[CommandError]]:
 
 
 async def status(
-    endpoints: Endpoints, *, output: str, out: TextIO, namespace: str | None = None
+    endpoints: Endpoints,
+    *,
+    output: str,
+    out: TextIO,
+    namespace: str | None = None,
+    headers: bool = True,
 ) -> None:
     """Print the report (domains of ``namespace`` only, when given); raise the most serious
     failure after printing what was read."""
@@ -117,11 +131,13 @@ async def status(
         report.domains = [row for row in report.domains if row.namespace == namespace]
     if structured(output):
         write_document(report, output, out)
+    elif templated(output):
+        write_templated(report, output, out, rows="domains", no_headers=not headers)
     elif output == "name":
         out.write("".join(f"{DOMAIN_KIND}/{row.name}\n" for row in report.domains))
         out.flush()
     else:
-        out.write(render(report, wide=output == "wide") + "\n")
+        out.write(render(report, wide=output == "wide", headers=headers) + "\n")
         out.flush()
     if failures:
         unreachable = [f for f in failures if isinstance(f, UnreachableError)]
@@ -147,6 +163,8 @@ def add_parser(
     )
     add_namespace_options(parser, all_help="domains of every namespace (the default)")
     add_output_option(parser)
+    add_no_headers_option(parser)
+    add_watch_option(parser)
     parser.add_argument(
         "--json", dest="output", action="store_const", const="json", help="the same as -o json"
     )
@@ -155,4 +173,17 @@ def add_parser(
 def run(args: argparse.Namespace) -> None:
     endpoints = endpoints_from(args)
     namespace = None if args.all_namespaces else args.namespace
-    asyncio.run(status(endpoints, output=args.output, out=sys.stdout, namespace=namespace))
+
+    async def once(out: TextIO) -> None:
+        await status(
+            endpoints,
+            output=args.output,
+            out=out,
+            namespace=namespace,
+            headers=not args.no_headers,
+        )
+
+    if args.watch:
+        asyncio.run(watch(once, sys.stdout, output=args.output))
+    else:
+        asyncio.run(once(sys.stdout))

@@ -66,8 +66,31 @@ def _domain_cells(domain: DomainRow, *, wide: bool = False) -> list[str]:
     return cells
 
 
-def render(report: Report, *, now: datetime | None = None, wide: bool = False) -> str:
-    """The tables; ``wide`` adds each domain's slices, pods running and member nodes."""
+TITLES = (
+    "DOMAINS (Kubernetes API)",
+    "CLIQUES (capacity snapshots on NATS)",
+    "NODES BY CLIQUE (Kubernetes API)",
+)
+HEADER_STARTS = ("NAMESPACE ", "CLIQUE ")
+"""How the header row of each table starts."""
+
+
+def render(
+    report: Report, *, now: datetime | None = None, wide: bool = False, headers: bool = True
+) -> str:
+    """The tables; ``wide`` adds each domain's slices, pods running and member nodes; without
+    ``headers`` the section titles, table headers and blank lines are left out (rows only)."""
+    text = _render(report, now=now, wide=wide)
+    if headers:
+        return text
+    return "\n".join(
+        line
+        for line in text.split("\n")
+        if line and line not in TITLES and not line.startswith(HEADER_STARTS)
+    )
+
+
+def _render(report: Report, *, now: datetime | None, wide: bool) -> str:
     now = now or datetime.now(UTC)
     lines = ["DOMAINS (Kubernetes API)"]
     lines += _domains_section(report, wide=wide) if report.kubernetes_reachable else [_UNAVAILABLE]

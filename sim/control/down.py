@@ -28,6 +28,6 @@ def down(state_dir: Path, *, say: Callable[[str], None]) -> None:
             )
         raise UnreachableError(f"nothing started by cdo sim up runs in {state_dir}")
     for process in reversed(record.processes):
-        say(stop(process))
+        say(stop(process, say=say))
     for name in (RECORD_FILE, CLUSTER_FILE, CONTROLPLANE_FILE, NODEHOST_FILE):
         (state_dir / name).unlink(missing_ok=True)

@@ -30,13 +30,31 @@ T = TypeVar("T")
 STOP_TIMEOUT_S = 30.0
 
 
-def poll(probe: Callable[[], T | None], *, timeout_s: float, interval_s: float = 0.2) -> T | None:
-    """``probe()`` until it returns something other than None, or None at the deadline."""
-    deadline = time.monotonic() + timeout_s
+PROGRESS_S = 5.0
+"""How often a long wait says how it stands."""
+
+
+def poll(
+    probe: Callable[[], T | None],
+    *,
+    timeout_s: float,
+    interval_s: float = 0.2,
+    progress: Callable[[float], None] | None = None,
+    every_s: float = PROGRESS_S,
+) -> T | None:
+    """``probe()`` until it returns something other than None, or None at the deadline;
+    ``progress(seconds waited)`` every ``every_s`` meanwhile."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    said = started
     while True:
         result = probe()
-        if result is not None or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if result is not None or now >= deadline:
             return result
+        if progress is not None and now - said >= every_s:
+            said = now
+            progress(now - started)
         time.sleep(interval_s)
 
 
@@ -56,12 +74,31 @@ def alive(pid: int, marker: str) -> bool:
     return not command.strip() or marker in command
 
 
-def stop(process: Started, *, timeout_s: float = STOP_TIMEOUT_S) -> str:
-    """SIGTERM, SIGKILL after ``timeout_s``; what happened, as a line for the terminal."""
+def stop(
+    process: Started,
+    *,
+    timeout_s: float = STOP_TIMEOUT_S,
+    say: Callable[[str], None] | None = None,
+) -> str:
+    """SIGTERM, SIGKILL after ``timeout_s``; what happened, as a line for the terminal
+    (``say`` gets a progress line every few seconds meanwhile)."""
     if not alive(process.pid, process.marker):
         return f"{process.name} (pid {process.pid}) had already stopped"
     os.kill(process.pid, signal.SIGTERM)
-    if poll(lambda: True if not alive(process.pid, process.marker) else None, timeout_s=timeout_s):
+
+    def progress(seconds: float) -> None:
+        if say is not None:
+            say(
+                f"  waiting for {process.name} (pid {process.pid}) to stop ({seconds:.0f} s; "
+                f"SIGKILL at {timeout_s:.0f} s)"
+            )
+
+    stopped = poll(
+        lambda: True if not alive(process.pid, process.marker) else None,
+        timeout_s=timeout_s,
+        progress=progress,
+    )
+    if stopped:
         reap(process.pid)
         return f"stopped {process.name} (pid {process.pid})"
     with contextlib.suppress(ProcessLookupError):

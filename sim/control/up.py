@@ -128,7 +128,7 @@ def up(options: UpOptions, *, say: Say) -> None:
             )
         if options.services:
             _start_controlplane(options, started, nats_url=nats_url, say=say)
-        host = _start_nodehost(options, started, nats_url=nats_url, auth=auth)
+        host = _start_nodehost(options, started, nats_url=nats_url, auth=auth, say=say)
         write_record(
             state_dir,
             Record(
@@ -251,7 +251,9 @@ def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> Clust
             marker="-m sim --state-dir",
         )
     )
-    _wait_for_file(state_dir / CLUSTER_FILE, sim, timeout_s=options.timeout_s, what="the cluster")
+    _wait_for_file(
+        state_dir / CLUSTER_FILE, sim, timeout_s=options.timeout_s, what="the cluster", say=say
+    )
     cluster = require_cluster(state_dir)
     say(
         f"cluster          {cluster.api_url}  Kubernetes {cluster.kubernetes_version}  "
@@ -321,7 +323,8 @@ def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str
         info = read_controlplane(state_dir)
         return True if info is not None and info.ready else None
 
-    if poll(probe, timeout_s=options.timeout_s, interval_s=0.3) is None:
+    progress = waiting(say, lambda: "the domain controller and clique allocator to be ready")
+    if poll(probe, timeout_s=options.timeout_s, interval_s=0.3, progress=progress) is None:
         raise CommandError(
             f"the domain controller and clique allocator were not ready within "
             f"{options.timeout_s:.0f} s; see {options.logs}"
@@ -330,7 +333,7 @@ def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str
 
 
 def _start_nodehost(
-    options: UpOptions, started: _Starting, *, nats_url: str, auth: Auth
+    options: UpOptions, started: _Starting, *, nats_url: str, auth: Auth, say: Say
 ) -> Started:
     argv = [sys.executable, "-m", "sim.nodehost", "--state-dir", str(options.state_dir)]
     argv += ["--nodes", options.nodes, *options.topology_args]
@@ -362,7 +365,11 @@ def _start_nodehost(
         )
     )
     _wait_for_file(
-        options.state_dir / NODEHOST_FILE, host, timeout_s=options.timeout_s, what="the node host"
+        options.state_dir / NODEHOST_FILE,
+        host,
+        timeout_s=options.timeout_s,
+        what="the node host",
+        say=say,
     )
     return host
 
@@ -372,13 +379,19 @@ def wait_nodes_ready(state_dir: Path, host: Started, *, timeout_s: float, say: S
     plugins registered (so that the nodes offer their GPUs)."""
     control = require_nodehost(state_dir).control_url
 
+    counts = [0, 0]
+
     def probe() -> list[dict[str, Any]] | None:
         _raise_if_exited(host, what="the node host")
         nodes: list[dict[str, Any]] = request(control, "GET", "/nodes")
         ready = [n for n in nodes if n["powered"] is False or node_ready(n)]
+        counts[:] = [len(ready), len(nodes)]
         return nodes if len(ready) == len(nodes) else None
 
-    nodes = poll(probe, timeout_s=timeout_s, interval_s=0.5)
+    progress = waiting(
+        say, lambda: f"the nodes' IMEX daemons and services: {counts[0]} of {counts[1]} ready"
+    )
+    nodes = poll(probe, timeout_s=timeout_s, interval_s=0.5, progress=progress)
     if nodes is None:
         raise CommandError(
             f"the nodes' services were not ready within {timeout_s:.0f} s; see {host.log}"
@@ -402,12 +415,20 @@ def _raise_if_exited(process: Started, *, what: str) -> None:
         )
 
 
-def _wait_for_file(path: Path, process: Started, *, timeout_s: float, what: str) -> None:
+def waiting(say: Say, what: Callable[[], str]) -> Callable[[float], None]:
+    """A progress line for a long wait: ``  waiting for WHAT (12 s)``."""
+    return lambda seconds: say(f"  waiting for {what()} ({seconds:.0f} s)")
+
+
+def _wait_for_file(
+    path: Path, process: Started, *, timeout_s: float, what: str, say: Say | None = None
+) -> None:
     def probe() -> bool | None:
         if path.exists():
             return True
         _raise_if_exited(process, what=what)
         return None
 
-    if poll(probe, timeout_s=timeout_s) is None:
+    progress = waiting(say, lambda: f"{what} to start") if say is not None else None
+    if poll(probe, timeout_s=timeout_s, progress=progress) is None:
         raise CommandError(f"{what} did not start within {timeout_s:.0f} s; see {process.log}")

@@ -25,6 +25,7 @@ COMPONENTS = (
     "cert-manager",
     "nats-cluster",
     "nats-auth-callout",
+    "ui",
 )
 NAMESPACE = "cdo-system"
 

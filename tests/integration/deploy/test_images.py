@@ -95,7 +95,8 @@ def test_multi_stage_pinned_labelled_non_root() -> None:
     assert "pip install --no-cache-dir ." in runs
     assert "[dev]" not in runs
     sources = [args.split()[0] for word, args in build if word == "COPY"]
-    assert "sim" not in sources and "cli" not in sources
+    # The command line's page server is in the image (components/ui); the simulator is not.
+    assert "sim" not in sources and "cli" in sources
 
 
 def test_dockerignore_sends_only_the_package_sources_and_pins() -> None:
@@ -108,6 +109,7 @@ def test_dockerignore_sends_only_the_package_sources_and_pins() -> None:
     allowed = sorted(line[1:].rstrip("/") for line in lines if line.startswith("!"))
     assert allowed == [
         "README.md",
+        "cli",
         "docker/constraints.txt",
         "pyproject.toml",
         "services",
@@ -176,3 +178,26 @@ def test_deploy_runs_the_nats_server_version_the_tests_run() -> None:
     )
     tested = answer.stdout.strip().removeprefix("nats-server: v")
     assert tag.split("-")[0] == tested, (tag, answer.stdout)
+
+
+PAGE_WITHOUT_SIMULATOR = (
+    "import runpy, sys\n"
+    "sys.modules['sim'] = None  # not in the image: importing it raises ImportError\n"
+    "sys.modules['tests'] = None\n"
+    "sys.argv = ['python -m cli.ui', *sys.argv[1:]]\n"
+    "runpy.run_module('cli.ui', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def test_the_page_server_runs_from_the_image_without_the_simulator() -> None:
+    """components/ui runs ``python -m cli.ui`` from the one image, which has no simulator."""
+    result = subprocess.run(
+        [sys.executable, "-c", PAGE_WITHOUT_SIMULATOR, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m cli.ui")
+    assert "--address" in result.stdout and "--kubeconfig" in result.stdout

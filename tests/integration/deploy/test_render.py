@@ -67,6 +67,7 @@ COMBINATIONS = {
     ),
     "cert-manager": ("cert-manager",),
     "monitoring": ("monitoring",),
+    "ui": ("ui",),
     "nats-auth-callout": ("nats-auth-callout",),
 }
 
