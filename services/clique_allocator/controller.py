@@ -67,7 +67,9 @@ class CliqueAllocator(LeaderElectedController):
             caches=self.caches,
             state=self.state,
             book=self.book,
-            writes=AllocatorWrites(self.leader_client, field_manager=settings.api.field_manager),
+            writes=AllocatorWrites(
+                self.leader_client, field_manager=settings.api.field_manager, user=settings.user
+            ),
             recorder=self.event_recorder(COMPONENT),
             metrics=metrics,
             tracer=ctx.tracer,

@@ -22,9 +22,7 @@ NS = "team-a"
 POD_UID = "uid-p"
 
 
-def pod(
-    *, name: str = "p", uid: str = POD_UID, claims: list[dict[str, str]] | None = None
-) -> Pod:
+def pod(*, name: str = "p", uid: str = POD_UID, claims: list[dict[str, str]] | None = None) -> Pod:
     entries = claims or [{"name": "imex", "resourceClaimTemplateName": "train-rct"}]
     statuses = [
         {"name": entry["name"], "resourceClaimName": f"{name}-{entry['name']}"}

@@ -468,19 +468,33 @@ class Bootstrap:
         await self.leaf(certificate.secret, ca=ca, names=names, client=False, now=now)
         bundle = _b64(ca.cert)
         for configuration in certificate.webhook_configurations:
-            await self.webhook_ca_bundle(MUTATING_WEBHOOKS, configuration, bundle)
+            await self.webhook_ca_bundle(configuration, bundle)
         for configuration in certificate.validating_webhook_configurations:
-            await self.webhook_ca_bundle(VALIDATING_WEBHOOKS, configuration, bundle)
+            await self.validating_webhook_ca_bundle(configuration, bundle)
         for crd in certificate.conversion_crds:
             await self.conversion_ca_bundle(crd, bundle)
 
-    async def webhook_ca_bundle(self, kind: Resource, name: str, bundle: str) -> None:
-        """The CA in every webhook of a webhook configuration (of ``kind``) that lacks it."""
-        raw = await self._client.get_or_none(kind, name)
-        patch = _bundle_patch(raw, f"{kind.kind} {name}", bundle)
+    # One method per kind: each names the resource it reads and patches, so the RBAC test can
+    # derive the bootstrap's role from the code (tests/integration/deploy/access.py).
+    async def webhook_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in every webhook of a MutatingWebhookConfiguration that lacks it."""
+        raw = await self._client.get_or_none(MUTATING_WEBHOOKS, name)
+        patch = _bundle_patch(raw, f"{MUTATING_WEBHOOKS.kind} {name}", bundle)
         if patch:
-            await self._client.patch(kind, name, patch, patch_type="json", field_manager=MANAGER)
-            log.info("caBundle of %s %s written", kind.kind, name)
+            await self._client.patch(
+                MUTATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
+            )
+            log.info("caBundle of %s written", name)
+
+    async def validating_webhook_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in every webhook of a ValidatingWebhookConfiguration that lacks it."""
+        raw = await self._client.get_or_none(VALIDATING_WEBHOOKS, name)
+        patch = _bundle_patch(raw, f"{VALIDATING_WEBHOOKS.kind} {name}", bundle)
+        if patch:
+            await self._client.patch(
+                VALIDATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
+            )
+            log.info("caBundle of %s written", name)
 
     async def conversion_ca_bundle(self, name: str, bundle: str) -> None:
         """The CA in a CustomResourceDefinition's conversion webhook, if it lacks it."""
