@@ -18,7 +18,8 @@ controller and the clique allocator on a real cluster, done for the simulated on
   (audience ``nats``, ``<state dir>/identities/nats/<service account>.token``) and connects
   with it (``CDO_NATS_TOKEN_FILE``) instead of a NATS user;
 - issues the allocator's webhook serving certificate from a throwaway CA and registers the
-  MutatingWebhookConfiguration with that CA, reaching the allocator by URL on 127.0.0.1;
+  MutatingWebhookConfiguration (the pod webhook) and the ValidatingWebhookConfiguration (the
+  channel allocation webhook) with that CA, reaching the allocator by URL on 127.0.0.1;
 - runs ``python -m services.domain_controller`` and ``python -m services.clique_allocator`` as
   child processes (each with its log under ``<state dir>/logs/``) and starts a child that exits
   again after a backoff, as the kubelet restarts a crashed container — a service killed in a
@@ -49,9 +50,14 @@ from pathlib import Path
 
 import msgspec
 
-from services.clique_allocator.webhook.configuration import DEFAULT_NAME, webhook_configuration
+from services.clique_allocator.webhook.configuration import (
+    DEFAULT_NAME,
+    allocation_webhook_configuration,
+    webhook_configuration,
+)
 from shared.crds import install_crds
 from shared.crds.definitions import compute_domain_crd, conversion, placement_crd
+from shared.crds.names import DRIVER_NAME
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import NAMESPACES
@@ -68,6 +74,7 @@ CLUSTER_FILE = "cluster.json"
 DEFAULT_STATE_DIR = Path(".cdo") / "sim"
 SYSTEM_NAMESPACE = "cdo-system"
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 DOMAIN_CONTROLLER = "domain-controller"
 CLIQUE_ALLOCATOR = "clique-allocator"
 STOP_GRACE_S = 15.0
@@ -359,12 +366,22 @@ class ControlPlane:
         return ca.cert_pem
 
     async def register_webhook(self, ca_pem: bytes) -> None:
-        body = webhook_configuration(ca_bundle=ca_pem, url=self.webhook_url)
+        """The pod webhook and the channel allocation webhook, by URL, trusting ``ca_pem``."""
+        bodies = (
+            (MUTATING, webhook_configuration(ca_bundle=ca_pem, url=self.webhook_url)),
+            (
+                VALIDATING,
+                allocation_webhook_configuration(
+                    ca_bundle=ca_pem, driver=DRIVER_NAME, url=self.webhook_url
+                ),
+            ),
+        )
         client = await KubeClient.connect(kubeconfig=self.kubeconfig)
         try:
-            with contextlib.suppress(KubeApiError):
-                await client.request("DELETE", f"{MUTATING}/{DEFAULT_NAME}")
-            await client.request("POST", MUTATING, body=body)
+            for path, body in bodies:
+                with contextlib.suppress(KubeApiError):
+                    await client.request("DELETE", f"{path}/{DEFAULT_NAME}")
+                await client.request("POST", path, body=body)
         finally:
             await client.close()
 

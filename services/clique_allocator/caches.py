@@ -174,6 +174,11 @@ class Caches(InformerSet):
         """What the webhook reads is in the caches."""
         return self.domains.synced and self.templates.synced
 
+    @property
+    def allocation_synced(self) -> bool:
+        """What the channel allocation webhook reads is in the caches."""
+        return self.domains.synced and self.pods.synced and self.placements.synced
+
     # -- lookups -----------------------------------------------------------------------------
 
     def domain(self, key: ObjectKey) -> ComputeDomain | None:

@@ -27,6 +27,7 @@ from services.clique_allocator.reconciler import AllocatorReconciler
 from services.clique_allocator.routing import connect
 from services.clique_allocator.settings import CliqueAllocatorSettings
 from services.clique_allocator.state import ClusterState
+from services.clique_allocator.webhook.allocation_review import AllocationReview
 from services.clique_allocator.webhook.server import WebhookServer
 from services.clique_allocator.webhook.templates import TemplateClassifier
 from services.clique_allocator.writes import AllocatorWrites
@@ -66,7 +67,9 @@ class CliqueAllocator(LeaderElectedController):
             caches=self.caches,
             state=self.state,
             book=self.book,
-            writes=AllocatorWrites(self.leader_client, field_manager=settings.api.field_manager),
+            writes=AllocatorWrites(
+                self.leader_client, field_manager=settings.api.field_manager, user=settings.user
+            ),
             recorder=self.event_recorder(COMPONENT),
             metrics=metrics,
             tracer=ctx.tracer,
@@ -86,6 +89,12 @@ class CliqueAllocator(LeaderElectedController):
                 ),
                 synced=lambda: self.caches.webhook_synced,
                 metrics=metrics,
+                allocations=AllocationReview(
+                    self.caches,
+                    self.book,
+                    synced=lambda: self.caches.allocation_synced,
+                    metrics=metrics,
+                ),
             )
         connect(
             self.caches,

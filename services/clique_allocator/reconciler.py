@@ -356,10 +356,12 @@ class AllocatorReconciler:
                 raise StaleRecordError(f"placement {text} changed under us: {exc}") from exc
             self._book.wrote(written)
             self._state.advance(text, plan.reservations)
-        elif plan.action == "keep" and traced and domain is not None and placement is not None:
+        elif plan.action == "keep" and domain is not None and placement is not None:
             wanted = story_annotations(domain.metadata.annotations)
-            changes = story_patch(placement.metadata.annotations, wanted)
-            if changes:
+            changes = story_patch(placement.metadata.annotations, wanted) if traced else {}
+            # A record without this allocator's stamp (written before it, or by someone else
+            # while the policy was not in place) gives no channel until it is written again.
+            if changes or not self._writes.stamped(placement):
                 self._book.wrote(await self._writes.annotate_placement(placement, changes))
         result = "Recorded" if plan.action == "write" else "Unchanged"
         if plan.waiting:

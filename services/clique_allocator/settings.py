@@ -13,6 +13,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
+from shared.crds.names import ALLOCATOR_USER
 from shared.kube.settings import ApiSettings, ControllerSettings, LeaseSettings, LoopSettings
 from shared.settings import INLINE, Settings, describe_table, load_settings
 
@@ -79,6 +80,16 @@ class CliqueAllocatorSettings(ControllerSettings, frozen=True, kw_only=True):
             ge=0,
         ),
     ] = 0.2
+    user: Annotated[
+        str,
+        Meta(
+            description="The Kubernetes user the allocator acts as "
+            "(system:serviceaccount:<namespace>:<account>; deploy/ sets it from the pod's "
+            "namespace): stamped on every Placement it writes (cdo.dev/written-by), where the "
+            "cdo-placement-writer policy checks it and the IMEX agents look for it.",
+            min_length=1,
+        ),
+    ] = ALLOCATOR_USER
     webhook: WebhookSettings = WebhookSettings()
 
 

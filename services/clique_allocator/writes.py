@@ -11,6 +11,10 @@
   that led before) can move it; a pod that is gone is skipped.
 - Annotations of a Placement are merged conditionally on its resourceVersion, like its
   replacement.
+- Every Placement write carries ``cdo.dev/written-by``: the allocator's own user (its ``user``
+  setting). The ``cdo-placement-writer`` admission policy refuses a Placement write by anyone
+  else and one whose annotation is not the writer's user, and the IMEX agent grants a channel
+  only from a Placement whose annotation is the allocator's (docs/security.md, "Placements").
 - The ``cdo.dev/Placed`` condition is a strategic merge patch of the pod's status, merged by
   type, so the kubelet's and the scheduler's conditions stay.
 - An eviction (a pod of a slice that failed over) goes through the Eviction API
@@ -29,7 +33,12 @@ import msgspec
 from services.clique_allocator.records import placement_manifest
 from shared.crds.computedomain import ComputeDomain
 from shared.crds.definitions import PLACEMENTS
-from shared.crds.names import HOSTNAME_LABEL, PLACED_CONDITION, PLACEMENT_GATE
+from shared.crds.names import (
+    HOSTNAME_LABEL,
+    PLACED_CONDITION,
+    PLACEMENT_GATE,
+    WRITTEN_BY_ANNOTATION,
+)
 from shared.crds.placement import Placement, PlacementSpec
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -75,9 +84,17 @@ def condition_patch(*, status: str, reason: str, message: str) -> dict[str, Any]
 
 
 class AllocatorWrites:
-    def __init__(self, client: KubeClient, *, field_manager: str) -> None:
+    def __init__(self, client: KubeClient, *, field_manager: str, user: str) -> None:
         self._client = client
         self._manager = field_manager
+        self._user = user
+
+    def _stamped(self, annotations: Mapping[str, str] | None) -> dict[str, str]:
+        return {**(annotations or {}), WRITTEN_BY_ANNOTATION: self._user}
+
+    def stamped(self, placement: Placement) -> bool:
+        """Whether ``placement`` carries this allocator's user as its last writer."""
+        return placement.metadata.annotations.get(WRITTEN_BY_ANNOTATION) == self._user
 
     async def create_placement(
         self,
@@ -88,7 +105,7 @@ class AllocatorWrites:
     ) -> Placement:
         raw = await self._client.create(
             PLACEMENTS,
-            placement_manifest(domain, spec, annotations=annotations),
+            placement_manifest(domain, spec, annotations=self._stamped(annotations)),
             namespace=domain.metadata.namespace,
         )
         return _decode_placement.decode(raw)
@@ -105,7 +122,10 @@ class AllocatorWrites:
             PLACEMENTS,
             domain.metadata.name,
             placement_manifest(
-                domain, spec, resource_version=resource_version, annotations=annotations
+                domain,
+                spec,
+                resource_version=resource_version,
+                annotations=self._stamped(annotations),
             ),
             namespace=domain.metadata.namespace,
         )
@@ -114,9 +134,10 @@ class AllocatorWrites:
     async def annotate_placement(
         self, placement: Placement, annotations: Mapping[str, str | None]
     ) -> Placement:
-        """Merge-patch the given annotations of ``placement`` (None removes one)."""
+        """Merge-patch the given annotations of ``placement`` (None removes one), and the
+        writer's."""
         metadata = {
-            "annotations": dict(annotations),
+            "annotations": {**annotations, WRITTEN_BY_ANNOTATION: self._user},
             "resourceVersion": placement.metadata.resource_version,
         }
         raw = await self._client.patch(

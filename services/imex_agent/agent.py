@@ -158,7 +158,11 @@ class ImexAgent:
         driver = ChannelDriver(
             node=self.node,
             resolver=ClaimResolver(
-                client, node=self.node, driver=DRIVER_NAME, clique=lambda: self.clique
+                client,
+                node=self.node,
+                driver=DRIVER_NAME,
+                clique=lambda: self.clique,
+                writer=self.settings.placement_writer,
             ),
             checkpoint=CheckpointStore(Path(checkpoint)),
             devices=devices,

@@ -17,6 +17,10 @@ refused, with a message for the pod's events, when:
   namespace (a claim can only ever get the channel of a domain of its own namespace);
 - the domain has no Placement yet, the Placement does not decode, or it belongs to another
   incarnation of the name;
+- the Placement was not last written by the clique allocator: its ``cdo.dev/written-by``
+  annotation, which the ``cdo-placement-writer`` admission policy holds to the user of every
+  write, is not the allocator's user (a Placement written by anyone else, or before the policy
+  was in place, gives no channel until the allocator writes it again);
 - its pod is not a member the allocator pinned for the domain on this node
   (:func:`pinning.pinned_here`: the one ``reservedFor`` pod, by name **and uid**, seated on this
   node in a slice of this node's clique); so a hand-made claim that copies a domain's labels
@@ -37,7 +41,11 @@ from services.imex_agent.cdi import ChannelGrant
 from services.imex_agent.checkpoint import DeviceRecord
 from services.imex_agent.pinning import Refusal, pinned_here
 from shared.crds.definitions import COMPUTE_DOMAINS, PLACEMENTS
-from shared.crds.names import DOMAIN_LABEL, DOMAIN_UID_LABEL
+from shared.crds.names import (
+    DOMAIN_LABEL,
+    DOMAIN_UID_LABEL,
+    WRITTEN_BY_ANNOTATION,
+)
 from shared.crds.placement import PlacementSpec
 from shared.errors import CdoError
 from shared.kube.client import KubeClient
@@ -145,11 +153,13 @@ def decide(
     node: str,
     clique: str | None,
     driver: str,
+    writer: str,
 ) -> Resolution | WithoutChannel:
     """The claim's channel grant and devices, or ClaimRefusedError (see the module docstring).
 
     ``placement`` is the Placement named like the claim's domain in the claim's namespace;
-    ``elsewhere`` a Placement of the domain uid the claim names, found in another namespace.
+    ``elsewhere`` a Placement of the domain uid the claim names, found in another namespace;
+    ``writer`` the clique allocator's user.
     """
     where = f"ResourceClaim {claim.namespace}/{claim.name}"
     obj = _the_claim(claim, obj, where=where)
@@ -173,6 +183,15 @@ def decide(
         raise ClaimRefusedError(
             f"Placement {claim.namespace}/{domain} belongs to ComputeDomain uid "
             f"{placement.domain_uid}, but {where} was made for uid {domain_uid}"
+        )
+    written_by = placement.metadata.annotations.get(WRITTEN_BY_ANNOTATION, "")
+    if written_by != writer:
+        raise ClaimRefusedError(
+            f"Placement {claim.namespace}/{domain} was last written by "
+            f"{written_by or 'an unknown user'} ({WRITTEN_BY_ANNOTATION}), not by the clique "
+            f"allocator ({writer}), so {where} gets no channel from it; retriable: the "
+            "allocator writes it again",
+            reason="NotWrittenByAllocator",
         )
     if not placement.spec.multi_node_nvlink:
         return WithoutChannel(devices=devices)
@@ -224,11 +243,13 @@ class ClaimResolver:
         node: str,
         driver: str,
         clique: Callable[[], str | None],
+        writer: str,
     ) -> None:
         self._client = client
         self._node = node
         self._driver = driver
         self._clique = clique
+        self._writer = writer
 
     async def resolve(self, claim: Claim) -> Resolution | WithoutChannel:
         raw = await self._client.get_or_none(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
@@ -251,6 +272,7 @@ class ClaimResolver:
             node=self._node,
             clique=self._clique(),
             driver=self._driver,
+            writer=self._writer,
         )
 
     async def _placement_of(self, domain_uid: str, *, not_in: str) -> PlacementMeta | None:

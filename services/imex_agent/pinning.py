@@ -90,19 +90,7 @@ def reserving_pods(consumers: Sequence[ResourceClaimConsumerReference]) -> tuple
 def seatings(spec: PlacementSpec, *, pod: str) -> tuple[Seating, ...]:
     """Every place the record seats a pod named ``pod`` (one, or none), in either shape, with a
     rank or among the pods that ask for no GPU."""
-    found: list[Seating] = []
-    for piece in spec.all_slices:
-        for member in piece.members:
-            seated: tuple[PlacedPod | PlacementPodRef, ...] = (
-                *member.pods,
-                *member.channel_only_pods,
-            )
-            found.extend(
-                Seating(piece=piece, node=member.node, pod=placed)
-                for placed in seated
-                if placed.name == pod
-            )
-    return tuple(found)
+    return tuple(Seating(*seat) for seat in spec.seats_of(pod))
 
 
 def pinned_here(

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from shared.crds.names import ALLOCATOR_USER
 from shared.kube.informer import InformerSettings
 from shared.kube.settings import ApiSettings, KubeAccessSettings
 from shared.settings import INLINE, Settings, describe_table, load_settings
@@ -284,6 +285,15 @@ class AgentSettings(KubeAccessSettings, frozen=True, kw_only=True):
         ),
     ]
     api: Annotated[ApiSettings, INLINE] = ApiSettings(field_manager="cdo-imex-agent")
+    placement_writer: Annotated[
+        str,
+        Meta(
+            description="The clique allocator's Kubernetes user: a channel is granted only from "
+            "a Placement it wrote last (annotation cdo.dev/written-by; deploy/ sets it from the "
+            "pod's namespace).",
+            min_length=1,
+        ),
+    ] = ALLOCATOR_USER
     imex: ImexSettings = ImexSettings()
     dra: DraSettings = DraSettings()
     runtime: RuntimeCheckSettings = RuntimeCheckSettings()

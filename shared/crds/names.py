@@ -25,6 +25,25 @@ DOMAIN_UID_LABEL = "cdo.dev/compute-domain-uid"
 
 PLACEMENT_GATE = "cdo.dev/placement"
 """Scheduling gate on a domain's pods until the allocator has placed the gang."""
+WRITTEN_BY_ANNOTATION = "cdo.dev/written-by"
+"""On a Placement: the Kubernetes user that wrote it last. The ``cdo-placement-writer``
+admission policy refuses a write whose value is not the writer's own user, and any writer but
+the clique allocator; the IMEX agent grants a channel only from a Placement whose value is the
+allocator's user (docs/security.md, "Placements")."""
+
+
+def service_account_user(namespace: str, account: str) -> str:
+    """The user a ServiceAccount's tokens authenticate as."""
+    return f"system:serviceaccount:{namespace}:{account}"
+
+
+INSTALL_NAMESPACE = "cdo-system"
+"""The namespace deploy/ installs cdo in (an overlay may choose another)."""
+CLIQUE_ALLOCATOR_ACCOUNT = "cdo-clique-allocator"
+"""The clique allocator's ServiceAccount."""
+ALLOCATOR_USER = service_account_user(INSTALL_NAMESPACE, CLIQUE_ALLOCATOR_ACCOUNT)
+"""The allocator's user in the default install: its settings' default, and the writer the IMEX
+agent expects by default."""
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 """Node label: ``"<cluster UUID>.<clique id>"``, the node's NVLink partition."""

@@ -21,7 +21,7 @@ it changes the record. Nothing writes the old fields any more.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from msgspec import Meta
 
@@ -305,6 +305,30 @@ class PlacementSpec(CrdStruct, frozen=True, kw_only=True):
         return tuple(
             dict.fromkeys(member.node for piece in self.all_slices for member in piece.members)
         )
+
+    def seats_of(self, pod: str) -> tuple[Seat, ...]:
+        """Every place the record seats a pod named ``pod`` (one, or none): with a rank, or
+        among the pods that ask for no GPU. The IMEX agent and the allocator's channel
+        allocation webhook both ask it whether a pod is a member pinned to a node."""
+        found: list[Seat] = []
+        for piece in self.all_slices:
+            for member in piece.members:
+                seated: tuple[PlacedPod | PodRef, ...] = (*member.pods, *member.channel_only_pods)
+                found.extend(
+                    Seat(piece=piece, node=member.node, pod=placed)
+                    for placed in seated
+                    if placed.name == pod
+                )
+        return tuple(found)
+
+
+class Seat(NamedTuple):
+    """Where a Placement seats a pod: its slice, its node, and its entry (with its rank, or
+    without one for a pod that asks for no GPU)."""
+
+    piece: PlacementSlice
+    node: str
+    pod: PlacedPod | PodRef
 
 
 def legacy_slice(

@@ -29,10 +29,18 @@ import pytest
 import pytest_asyncio
 
 from shared.crds import PLACEMENTS, Placement
-from shared.crds.names import GPU_FAULT_TAINT, PLACED_CONDITION
+from shared.crds.names import (
+    ALLOCATOR_USER,
+    GPU_FAULT_TAINT,
+    PLACED_CONDITION,
+    WRITTEN_BY_ANNOTATION,
+)
+from shared.kube.client import KubeClient
 from shared.kube.models import Pod
 from shared.kube.resources import JOBS
 from sim import control as simctl
+from sim.control.state import IDENTITIES_DIR
+from sim.identities import CLIQUE_ALLOCATOR_SA
 from tests.e2e.whole_system import (
     CLIQUE_ALLOCATOR,
     WholeSystem,
@@ -376,9 +384,13 @@ async def test_a_record_of_the_first_release_is_honoured_by_the_next_allocator(
     (piece,) = current.spec.slices
 
     # The allocator stops; its record is replaced by the same reservation in the first
-    # release's shape; the allocator the control plane starts next reads it.
+    # release's shape, written as the allocator (the cdo-placement-writer policy admits no one
+    # else); the allocator the control plane starts next reads it.
     pid = system.service_pid(CLIQUE_ALLOCATOR)
     os.kill(pid, signal.SIGSTOP)
+    allocator = await KubeClient.connect(
+        kubeconfig=system.state_dir / IDENTITIES_DIR / f"{CLIQUE_ALLOCATOR_SA}.kubeconfig"
+    )
     try:
         legacy = {
             "apiVersion": PLACEMENTS.api_version,
@@ -387,6 +399,7 @@ async def test_a_record_of_the_first_release_is_honoured_by_the_next_allocator(
                 "name": "old",
                 "namespace": namespace,
                 "resourceVersion": current.metadata.resource_version,
+                "annotations": {WRITTEN_BY_ANNOTATION: ALLOCATOR_USER},
                 "ownerReferences": [
                     {
                         "apiVersion": ref.api_version,
@@ -414,8 +427,9 @@ async def test_a_record_of_the_first_release_is_honoured_by_the_next_allocator(
                 ],
             },
         }
-        await system.client.replace(PLACEMENTS, "old", legacy, namespace=namespace)
+        await allocator.replace(PLACEMENTS, "old", legacy, namespace=namespace)
     finally:
+        await allocator.close()
         os.kill(pid, signal.SIGKILL)
         os.kill(pid, signal.SIGCONT)
     await wait_for(

@@ -1,4 +1,4 @@
-"""AdmissionReview v1 for pods, and the decision to gate one (pure).
+"""AdmissionReview v1, and the decision to gate a pod (pure).
 
 A pod is gated when it is being created and one of its ``spec.resourceClaims`` comes from a
 ResourceClaimTemplate that belongs to a ComputeDomain in the pod's namespace. The answer is
@@ -31,13 +31,20 @@ class GroupVersionKind(msgspec.Struct, frozen=True, kw_only=True):
     kind: str = ""
 
 
+class UserInfo(msgspec.Struct, frozen=True, kw_only=True):
+    username: str = ""
+
+
 class AdmissionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     uid: str
     kind: GroupVersionKind = msgspec.field(default_factory=GroupVersionKind)
     operation: str = ""
     namespace: str = ""
     name: str = ""
+    sub_resource: str = ""
     object: msgspec.Raw = msgspec.Raw(b"null")
+    old_object: msgspec.Raw = msgspec.Raw(b"null")
+    user_info: UserInfo = msgspec.field(default_factory=UserInfo)
     dry_run: bool = False
 
 
@@ -94,6 +101,16 @@ def gate_patch(pod: Pod, *, domain_templates: Collection[str]) -> list[dict[str,
     if not gates:
         return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": PLACEMENT_GATE}]}]
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": PLACEMENT_GATE}}]
+
+
+def refusal_response(uid: str, message: str) -> bytes:
+    """The AdmissionReview answer that refuses request ``uid`` (403 Forbidden, ``message``:
+    the API server prefixes it with the webhook's name)."""
+    status = {"code": 403, "reason": "Forbidden", "message": message}
+    response = {"uid": uid, "allowed": False, "status": status}
+    return json.dumps(
+        {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": response}
+    ).encode()
 
 
 def review_response(

@@ -1,6 +1,9 @@
-"""The MutatingWebhookConfiguration that sends new pods to the allocator (pure rendering).
+"""The webhook configurations that send requests to the allocator (pure rendering).
 
-Choices, and why:
+The MutatingWebhookConfiguration of the pod webhook (:func:`webhook_configuration`) and the
+ValidatingWebhookConfiguration of the channel allocation webhook
+(:func:`allocation_webhook_configuration`, its choices in its docstring). The pod webhook's
+choices, and why:
 
 - **only pods that can be a domain's are sent**: a ``matchCondition`` lets through only pods
   with at least one claim made from a template
@@ -30,8 +33,16 @@ import msgspec
 
 WEBHOOK_PATH = "/mutate-pods"
 """Path the allocator serves the pod webhook on."""
+ALLOCATION_PATH = "/validate-channel-allocations"
+"""Path the allocator serves the channel allocation webhook on."""
 DEFAULT_NAME = "cdo-clique-allocator"
 WEBHOOK_NAME = "pod-gate.clique-allocator.cdo.dev"
+ALLOCATION_WEBHOOK_NAME = "channel-allocation.clique-allocator.cdo.dev"
+MATCH_CDO_DEVICE = (
+    "has(object.status) && has(object.status.allocation) && "
+    "has(object.status.allocation.devices) && has(object.status.allocation.devices.results) && "
+    "object.status.allocation.devices.results.exists(r, r.driver == '{driver}')"
+)
 MATCH_TEMPLATE_CLAIMS = (
     "has(object.spec.resourceClaims) && "
     "object.spec.resourceClaims.exists(c, has(c.resourceClaimTemplateName))"
@@ -72,8 +83,7 @@ def webhook_configuration(
     ``ca_bundle`` is the PEM of the CA that signed the serving certificate.
     """
     client = client_config(ca_bundle=ca_bundle, service=service, url=url)
-    if not 1 <= timeout_s <= 30:
-        raise ValueError(f"timeoutSeconds must be between 1 and 30, not {timeout_s}")
+    _check_timeout(timeout_s)
     webhook: dict[str, Any] = {
         "name": WEBHOOK_NAME,
         "admissionReviewVersions": ["v1"],
@@ -107,10 +117,77 @@ def webhook_configuration(
     }
 
 
-def client_config(
-    *, ca_bundle: bytes, service: ServiceReference | None, url: str | None
+def _check_timeout(timeout_s: int) -> None:
+    if not 1 <= timeout_s <= 30:
+        raise ValueError(f"timeoutSeconds must be between 1 and 30, not {timeout_s}")
+
+
+CLAIM_STATUS_RULE: dict[str, Any] = {
+    "operations": ["UPDATE"],
+    "apiGroups": ["resource.k8s.io"],
+    "apiVersions": ["*"],
+    "resources": ["resourceclaims/status"],
+    "scope": "Namespaced",
+}
+
+
+def allocation_webhook_configuration(
+    *,
+    ca_bundle: bytes,
+    driver: str,
+    service: ServiceReference | None = None,
+    url: str | None = None,
+    name: str = DEFAULT_NAME,
+    timeout_s: int = 5,
 ) -> dict[str, Any]:
-    """How the API server reaches the webhook: exactly one of the Service and a URL."""
+    """The ValidatingWebhookConfiguration of the channel allocation webhook, reaching the
+    allocator by ``service`` or ``url`` (why the allocation is judged there:
+    ``services/clique_allocator/webhook/allocation.py``).
+
+    - **only writes that hold one of ``driver``'s devices are sent**: the rule is updates of
+      ``resourceclaims/status`` (where the scheduler writes an allocation and its pod), and a
+      ``matchCondition`` keeps every claim without a device of cdo's driver away from the
+      allocator, so no other claim ever waits for it;
+    - **failurePolicy Fail**: a device nobody judged is not handed out. While no replica
+      answers, the scheduler's write fails and it tries the pod again later; the pods that wait
+      are the ones the allocator pinned just before (new pods are not pinned without it);
+    - every namespace; ``sideEffects: None``; a short ``timeoutSeconds``.
+    """
+    client = client_config(ca_bundle=ca_bundle, service=service, url=url, path=ALLOCATION_PATH)
+    _check_timeout(timeout_s)
+    webhook: dict[str, Any] = {
+        "name": ALLOCATION_WEBHOOK_NAME,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": client,
+        "rules": [CLAIM_STATUS_RULE],
+        "matchPolicy": "Equivalent",
+        "matchConditions": [
+            {"name": "holds-cdo-device", "expression": MATCH_CDO_DEVICE.format(driver=driver)}
+        ],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "timeoutSeconds": timeout_s,
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/name": "cdo-clique-allocator"},
+        },
+        "webhooks": [webhook],
+    }
+
+
+def client_config(
+    *,
+    ca_bundle: bytes,
+    service: ServiceReference | None,
+    url: str | None,
+    path: str = WEBHOOK_PATH,
+) -> dict[str, Any]:
+    """How the API server reaches the webhook at ``path``: exactly one of the Service and a
+    URL."""
     if (service is None) == (url is None):
         raise ValueError("give exactly one of service and url")
     client: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode()}
@@ -119,8 +196,8 @@ def client_config(
             "namespace": service.namespace,
             "name": service.name,
             "port": service.port,
-            "path": WEBHOOK_PATH,
+            "path": path,
         }
     else:
-        client["url"] = f"{str(url).rstrip('/')}{WEBHOOK_PATH}"
+        client["url"] = f"{str(url).rstrip('/')}{path}"
     return client

@@ -1,5 +1,5 @@
-"""The HTTPS server of the pod webhook and the ComputeDomain conversion webhook, run by every
-replica, leader or not.
+"""The HTTPS server of the pod webhook, the channel allocation webhook and the ComputeDomain
+conversion webhook, run by every replica, leader or not.
 
 It answers ``POST /mutate-pods`` with an AdmissionReview and never refuses a pod. Until the
 caches it reads have synced, and when the API cannot say whether a template is a domain's, it
@@ -33,7 +33,8 @@ from services.clique_allocator.webhook.admission import (
     gate_patch,
     review_response,
 )
-from services.clique_allocator.webhook.configuration import WEBHOOK_PATH
+from services.clique_allocator.webhook.allocation_review import AllocationReview
+from services.clique_allocator.webhook.configuration import ALLOCATION_PATH, WEBHOOK_PATH
 from services.clique_allocator.webhook.conversion import respond
 from services.clique_allocator.webhook.templates import LookupFailedError, TemplateClassifier
 from shared.crds.names import CONVERSION_PATH
@@ -85,11 +86,13 @@ class WebhookServer:
         classifier: TemplateClassifier,
         synced: Callable[[], bool],
         metrics: AllocatorMetrics,
+        allocations: AllocationReview | None = None,
     ) -> None:
         self._settings = settings
         self._classifier = classifier
         self._synced = synced
         self._metrics = metrics
+        self._allocations = allocations
         self.bound_port = 0
         self.serving = False
 
@@ -103,6 +106,18 @@ class WebhookServer:
             self._count("error")
             return web.Response(status=400, text=str(exc))
         return web.Response(body=await self.admit(review), content_type=_JSON)
+
+    async def review_allocation(self, request: web.Request) -> web.Response:
+        """``POST /validate-channel-allocations``: a write of a claim's status that holds one
+        of cdo's attachment devices."""
+        try:
+            review = decode_review(await request.read())
+        except ReviewError as exc:
+            self._metrics.admissions.labels("channel-allocation", "error").inc()
+            return web.Response(status=400, text=str(exc))
+        if self._allocations is None:
+            return web.Response(status=404, text="the channel allocation webhook is not served")
+        return web.Response(body=self._allocations.answer(review), content_type=_JSON)
 
     async def convert(self, request: web.Request) -> web.Response:
         """``POST /convert``: a ConversionReview of ComputeDomains."""
@@ -139,6 +154,7 @@ class WebhookServer:
         certificate = CertificateFiles(self._settings.cert_file, self._settings.key_file)
         app = web.Application()
         app.router.add_post(WEBHOOK_PATH, self.handle)
+        app.router.add_post(ALLOCATION_PATH, self.review_allocation)
         app.router.add_post(CONVERSION_PATH, self.convert)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
@@ -155,7 +171,10 @@ class WebhookServer:
             self.serving = True
             log.info(
                 "webhook serving",
-                extra={"port": self.bound_port, "paths": [WEBHOOK_PATH, CONVERSION_PATH]},
+                extra={
+                    "port": self.bound_port,
+                    "paths": [WEBHOOK_PATH, ALLOCATION_PATH, CONVERSION_PATH],
+                },
             )
             while True:
                 if self._settings.reload_s > 0:

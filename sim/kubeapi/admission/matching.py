@@ -45,6 +45,9 @@ class AdmissionRequest:
     warnings: list[str] = field(default_factory=list)
     forms: dict[str, tuple[Obj | None, Obj | None]] = field(default_factory=dict)
     """``obj`` and ``old`` in other versions (by apiVersion) a webhook converted them to."""
+    object_kind: tuple[str, str, str] | None = None
+    """(group, version, kind) of ``obj`` when a subresource takes an object of its own kind
+    (``pods/eviction`` an Eviction of policy/v1); None: the resource's kind."""
 
 
 class Configurations:
@@ -119,15 +122,20 @@ def request_body(
     Without the objects it is the ``request`` CEL variable: webhooks' match conditions see
     it without ``options``, admission policies with them.
     """
+    kind = {"group": target.group, "version": target.version, "kind": target.kind}
+    request_kind = {"group": req.rt.group, "version": req.rt.version, "kind": req.rt.kind}
+    if req.object_kind is not None:
+        group, version, name = req.object_kind
+        kind = request_kind = {"group": group, "version": version, "kind": name}
     body: Obj = {
         "uid": str(uuid.uuid4()),
-        "kind": {"group": target.group, "version": target.version, "kind": target.kind},
+        "kind": kind,
         "resource": {
             "group": target.group,
             "version": target.version,
             "resource": target.plural,
         },
-        "requestKind": {"group": req.rt.group, "version": req.rt.version, "kind": req.rt.kind},
+        "requestKind": request_kind,
         "requestResource": {
             "group": req.rt.group,
             "version": req.rt.version,

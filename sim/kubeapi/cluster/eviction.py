@@ -3,6 +3,11 @@
 The behaviour of kube-apiserver's eviction subresource, as clients see it:
 
 - the body is an Eviction naming the pod; its ``deleteOptions`` apply to the delete;
+- validating admission (ValidatingAdmissionPolicies, then validating webhooks) sees the request
+  as a CREATE of ``pods/eviction`` whose object is the Eviction (kind ``policy/v1 Eviction``),
+  before anything else is checked, as kube-apiserver's admission chain runs for the
+  subresource; a refusal there is the answer (the pod's delete that follows is not admitted
+  again);
 - a pod that is Pending, already finished (Succeeded or Failed) or being deleted is deleted
   without a budget check;
 - the PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels (an
@@ -64,6 +69,7 @@ async def evict(
         raise errors.bad_request(
             f"name in URL does not match name in Eviction object: {name} != {named}"
         )
+    await _admit(engine, rt, namespace=namespace, name=name, body=body, opts=opts)
     pod = engine.current(rt, namespace, name)
     phase = (pod.obj().get("status") or {}).get("phase")
     if not pod.deleting and phase not in UNCHECKED_PHASES:
@@ -72,6 +78,30 @@ async def evict(
         await _mark_disruption_target(engine, rt, namespace=namespace, name=name, opts=opts)
     await engine.delete(rt, namespace=namespace, name=name, options=options, opts=opts)
     return Result(errors.success_status(code=201), 201)
+
+
+EVICTION_KIND = ("policy", "v1", "Eviction")
+
+
+async def _admit(
+    engine: Engine, rt: ResourceType, *, namespace: str, name: str, body: Obj, opts: WriteOptions
+) -> None:
+    """Validating admission of the eviction (raises the refusal)."""
+    if not engine.admission.validating():
+        return
+    req = engine.admission_request(
+        rt,
+        "CREATE",
+        namespace,
+        name,
+        body,
+        None,
+        "eviction",
+        opts,
+        {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+    )
+    req.object_kind = EVICTION_KIND
+    await engine.admission.validate(req)
 
 
 async def _mark_disruption_target(

@@ -91,6 +91,24 @@ async def test_renewal_keeps_passwords_and_reissues_expiring_certificates(
             ],
         },
     )
+    await kube_client.create(
+        bootstrap.VALIDATING_WEBHOOKS,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": bootstrap.WEBHOOK_CONFIGURATION},
+            "webhooks": [
+                {
+                    "name": "channel-allocation.clique-allocator.cdo.dev",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "clientConfig": {
+                        "service": {"namespace": NAMESPACE, "name": "cdo-clique-allocator"}
+                    },
+                }
+            ],
+        },
+    )
     await install_crds(kube_client)
     settings = bootstrap.BootstrapSettings(namespace=NAMESPACE)
     program = bootstrap.Bootstrap(kube_client, settings=settings)
@@ -107,11 +125,15 @@ async def test_renewal_keeps_passwords_and_reissues_expiring_certificates(
     assert renewed["tls.crt"] != webhook["tls.crt"]
     assert renewed["ca.crt"] == webhook["ca.crt"] == ca["tls.crt"]
     assert await secret(kube_client, bootstrap.NATS_USERS_SECRET) == passwords
-    # Both webhooks the allocator serves trust that CA.
+    # The webhooks the allocator serves trust that CA.
     crd = msgspec.json.decode(await kube_client.get(bootstrap.CRDS, bootstrap.CONVERSION_CRD))
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == ca["tls.crt"]
     hooks = msgspec.json.decode(
         await kube_client.get(bootstrap.MUTATING_WEBHOOKS, bootstrap.WEBHOOK_CONFIGURATION)
+    )
+    assert [w["clientConfig"]["caBundle"] for w in hooks["webhooks"]] == [ca["tls.crt"]]
+    hooks = msgspec.json.decode(
+        await kube_client.get(bootstrap.VALIDATING_WEBHOOKS, bootstrap.WEBHOOK_CONFIGURATION)
     )
     assert [w["clientConfig"]["caBundle"] for w in hooks["webhooks"]] == [ca["tls.crt"]]
 

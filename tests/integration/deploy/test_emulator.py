@@ -166,14 +166,19 @@ def test_the_nats_statefulset_applies(
 
 
 def webhook_bundles(cluster: Cluster) -> list[str]:
-    out = cluster.kubectl(
-        "get",
-        "mutatingwebhookconfiguration",
-        "cdo-clique-allocator",
-        "-o",
-        "jsonpath={.webhooks[*].clientConfig.caBundle}",
-    ).stdout
-    return out.split()
+    """The caBundles of the allocator's webhooks: the pod webhook's, then the channel
+    allocation webhook's."""
+    found: list[str] = []
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        out = cluster.kubectl(
+            "get",
+            kind,
+            "cdo-clique-allocator",
+            "-o",
+            "jsonpath={.webhooks[*].clientConfig.caBundle}",
+        ).stdout
+        found += out.split()
+    return found
 
 
 def conversion_bundle(cluster: Cluster) -> str:
@@ -190,7 +195,12 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     cluster: Cluster, overlays: dict[str, list[Manifest]], tmp_path: Path
 ) -> None:
     objs = [obj for obj in overlays["prod"] if kind_of(obj) in cluster.served()]
-    kinds = ("Namespace", "MutatingWebhookConfiguration", "CustomResourceDefinition")
+    kinds = (
+        "Namespace",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "CustomResourceDefinition",
+    )
     keep = [o for o in objs if o["kind"] in kinds]
     cluster.apply(write(tmp_path / "objs.yaml", keep))
     assert webhook_bundles(cluster) == []
@@ -218,7 +228,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
         assert by_name[name]["type"] == "kubernetes.io/tls"
         assert sorted(by_name[name]["data"]) == ["ca.crt", "tls.crt", "tls.key"]
     ca = by_name["cdo-ca"]["data"]["tls.crt"]
-    assert webhook_bundles(cluster) == [ca]
+    assert webhook_bundles(cluster) == [ca, ca]
     assert conversion_bundle(cluster) == ca
 
     # Every secret the rendered pods mount or read is one the program made.
@@ -241,7 +251,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     }
     assert after == versions
     cluster.apply(tmp_path / "objs.yaml")
-    assert webhook_bundles(cluster) == [ca]
+    assert webhook_bundles(cluster) == [ca, ca]
     assert conversion_bundle(cluster) == ca
     assert base64.b64decode(ca).startswith(b"-----BEGIN CERTIFICATE-----")
 

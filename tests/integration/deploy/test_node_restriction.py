@@ -230,7 +230,8 @@ async def test_agent_cannot_write_another_nodes_objects(
     )
     assert status == 403, body
     assert body["message"].endswith(
-        "may publish only ResourceSlices of the driver compute-domain.cdo.dev"
+        "may create, change or delete only ResourceSlices of the driver "
+        "compute-domain.cdo.dev, not of gpu.nvidia.com"
     )
 
 

@@ -75,6 +75,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
     "cdo-bootstrap": grants(
         (CORE, "secrets", "get create patch"),
         (WEBHOOKS, "mutatingwebhookconfigurations", "get patch"),
+        (WEBHOOKS, "validatingwebhookconfigurations", "get patch"),
         (CRDS, "customresourcedefinitions", "get patch"),
         (APPS, "statefulsets", "get patch"),
     ),

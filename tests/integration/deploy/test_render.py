@@ -15,10 +15,12 @@ import yaml
 
 from services.clique_allocator.settings import WebhookSettings
 from services.clique_allocator.webhook.configuration import (
+    ALLOCATION_PATH,
     MATCH_TEMPLATE_CLAIMS,
     POD_CREATE_RULE,
     WEBHOOK_PATH,
     ServiceReference,
+    allocation_webhook_configuration,
     webhook_configuration,
 )
 from services.domain_controller.gauges import TEMPLATE_CONFLICT
@@ -28,7 +30,7 @@ from services.domain_controller.template import (
     device_class_spec,
 )
 from shared.crds.definitions import COMPUTE_DOMAINS
-from shared.crds.names import CONVERSION_PATH, PLACEMENT_GATE
+from shared.crds.names import CONVERSION_PATH, DRIVER_NAME, PLACEMENT_GATE
 from shared.kube.models import DeviceClass
 from tests.integration.deploy.conftest import (
     KUSTOMIZE,
@@ -609,6 +611,28 @@ def test_the_webhook_is_the_one_the_allocator_renders(
     secret = volumes[mounts[str(Path(defaults.cert_file).parent)]]["secret"]
     assert secret["secretName"] == "cdo-clique-allocator-webhook-tls"
     assert expected["webhooks"][0]["clientConfig"]["service"]["path"] == WEBHOOK_PATH
+
+
+def test_the_channel_allocation_webhook_is_the_rendered_configuration(
+    overlays: dict[str, list[Manifest]],
+) -> None:
+    objs = overlays["prod"]
+    rendered = copy.deepcopy(find(objs, "ValidatingWebhookConfiguration", "cdo-clique-allocator"))
+    service = find(objs, "Service", "cdo-clique-allocator")
+    (port,) = service["spec"]["ports"]
+    expected = allocation_webhook_configuration(
+        ca_bundle=b"",
+        driver=DRIVER_NAME,
+        service=ServiceReference(
+            namespace=NAMESPACE, name=service["metadata"]["name"], port=port["port"]
+        ),
+    )
+    for webhook in expected["webhooks"]:
+        assert webhook["clientConfig"].pop("caBundle") == base64.b64encode(b"").decode()
+    labels = rendered["metadata"].pop("labels")
+    assert expected["metadata"].pop("labels").items() <= labels.items()
+    assert rendered == expected
+    assert expected["webhooks"][0]["clientConfig"]["service"]["path"] == ALLOCATION_PATH
 
 
 def test_the_conversion_webhook_is_the_allocators_service(

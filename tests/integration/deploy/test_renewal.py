@@ -137,6 +137,8 @@ async def test_a_daily_run_renews_a_month_before_expiry_and_restarts_nats(
     await kube_client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     webhook = find(prod, "MutatingWebhookConfiguration", "cdo-clique-allocator")
     await kube_client.create(bootstrap.MUTATING_WEBHOOKS, webhook)
+    validating = find(prod, "ValidatingWebhookConfiguration", "cdo-clique-allocator")
+    await kube_client.create(bootstrap.VALIDATING_WEBHOOKS, validating)
     crd = find(prod, "CustomResourceDefinition", bootstrap.CONVERSION_CRD)
     await kube_client.create(bootstrap.CRDS, crd)
     await kube_client.create(

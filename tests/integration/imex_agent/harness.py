@@ -34,7 +34,14 @@ from services.imex_agent.report import UNAVAILABLE, DomainReport, parse_domain_r
 from services.imex_agent.settings import ENV_PREFIX, DraSettings, ImexSettings
 from shared.bus import EventBus
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
-from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
+from shared.crds.names import (
+    ALLOCATOR_USER,
+    CLIQUE_LABEL,
+    DOMAIN_LABEL,
+    DOMAIN_UID_LABEL,
+    DRIVER_NAME,
+    WRITTEN_BY_ANNOTATION,
+)
 from shared.crds.placement import LegacyMember, PlacedPod, Placement, PlacementSpec, SliceMember
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
@@ -439,6 +446,8 @@ async def create_domain(
         "metadata": {
             "name": name,
             "namespace": namespace,
+            # As the allocator writes it: the agent grants channels only from its records.
+            "annotations": {WRITTEN_BY_ANNOTATION: ALLOCATOR_USER},
             "ownerReferences": [
                 {
                     "apiVersion": COMPUTE_DOMAINS.api_version,

@@ -21,6 +21,7 @@ from services.imex_agent.claims import (
     decide,
     decode_placement,
 )
+from shared.crds.names import ALLOCATOR_USER, WRITTEN_BY_ANNOTATION
 from shared.kube.models import ResourceClaim
 from shared.kubeletapi import Claim
 
@@ -116,11 +117,13 @@ def placement(
     owner: str = "d-1",
     slices: list[dict[str, Any]] | None = None,
     spec: dict[str, Any] | None = None,
+    written_by: str = ALLOCATOR_USER,
 ) -> PlacementView:
     body: dict[str, Any] = {
         "metadata": {
             "name": "train",
             "namespace": namespace,
+            "annotations": {WRITTEN_BY_ANNOTATION: written_by} if written_by else {},
             "ownerReferences": [
                 {
                     "apiVersion": "resource.nvidia.com/v1beta1",
@@ -146,6 +149,7 @@ def run(**overrides: Any) -> Any:
         "node": "n1",
         "clique": CLIQUE,
         "driver": DRIVER,
+        "writer": ALLOCATOR_USER,
     }
     arguments.update(overrides)
     return decide(**arguments)
@@ -332,6 +336,7 @@ def test_the_resolution_carries_the_placements_trace_annotations() -> None:
         metadata=msgspec.structs.replace(
             view.metadata,
             annotations={
+                **view.metadata.annotations,
                 "cdo.dev/trace-context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
                 "kubectl.kubernetes.io/last-applied-configuration": "{}",
             },
@@ -361,3 +366,21 @@ def test_a_domain_without_nvlink_still_checks_the_claim_and_its_placement() -> N
         run(placement=placement(spec=WITHOUT_NVLINK), obj=claim_object(labels={}))
     with pytest.raises(ClaimRefusedError, match="belongs to ComputeDomain uid d-0"):
         run(placement=placement(spec=WITHOUT_NVLINK, owner="d-0"))
+
+
+@pytest.mark.parametrize(
+    "written_by",
+    ["", "system:serviceaccount:team-a:ci", "system:serviceaccount:cdo-other:cdo-clique-allocator"],
+)
+def test_a_placement_not_last_written_by_the_allocator_gives_no_channel(written_by: str) -> None:
+    with pytest.raises(ClaimRefusedError) as refused:
+        run(placement=placement(written_by=written_by))
+    assert refused.value.reason == "NotWrittenByAllocator"
+    assert f"not by the clique allocator ({ALLOCATOR_USER})" in str(refused.value)
+    assert (written_by or "an unknown user") in str(refused.value)
+
+
+def test_the_writer_the_agent_expects_is_its_setting() -> None:
+    other = "system:serviceaccount:gpu-ops:cdo-clique-allocator"
+    resolution = run(placement=placement(written_by=other), writer=other)
+    assert resolution.grant.channel == 7

@@ -25,6 +25,7 @@ from services.imex_agent.claims import (
     decide,
 )
 from services.imex_agent.pinning import Refusal, Seating, pinned_here
+from shared.crds.names import ALLOCATOR_USER, WRITTEN_BY_ANNOTATION
 from shared.crds.placement import PlacementSpec, PodRef, SliceMember
 from shared.kube.models import ResourceClaim, ResourceClaimConsumerReference
 from shared.kubeletapi import Claim
@@ -87,6 +88,7 @@ def placement_of(domain: Domain) -> PlacementView:
         "metadata": {
             "name": domain.name,
             "namespace": domain.namespace,
+            "annotations": {WRITTEN_BY_ANNOTATION: ALLOCATOR_USER},
             "ownerReferences": [
                 {
                     "apiVersion": "resource.nvidia.com/v1beta1",
@@ -159,6 +161,7 @@ def resolve(claim: Claim, obj: ResourceClaim, *, node: str) -> Resolution:
         node=node,
         clique=CLIQUE,
         driver=DRIVER,
+        writer=ALLOCATOR_USER,
     )
     assert isinstance(result, Resolution)
     return result

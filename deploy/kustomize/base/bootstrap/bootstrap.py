@@ -11,7 +11,8 @@ do writes nothing:
    server calls: issued for ``<service>.<namespace>.svc``, and the CA written into the caBundle
    of the webhook configurations and CRD conversion webhooks that call it (today the
    allocator's ``cdo-clique-allocator-webhook-tls``, for its pod webhook, the
-   MutatingWebhookConfiguration ``cdo-clique-allocator``, and its ComputeDomain conversion
+   MutatingWebhookConfiguration ``cdo-clique-allocator``, its channel allocation webhook, the
+   ValidatingWebhookConfiguration ``cdo-clique-allocator``, and its ComputeDomain conversion
    webhook, of the CRD ``computedomains.resource.nvidia.com``);
 4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
    servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
@@ -72,6 +73,13 @@ MUTATING_WEBHOOKS = Resource(
     kind="MutatingWebhookConfiguration",
     namespaced=False,
 )
+VALIDATING_WEBHOOKS = Resource(
+    group="admissionregistration.k8s.io",
+    version="v1",
+    plural="validatingwebhookconfigurations",
+    kind="ValidatingWebhookConfiguration",
+    namespaced=False,
+)
 NATS_USERS_SECRET = "cdo-nats-users"
 CA_SECRET = "cdo-ca"
 WEBHOOK_SECRET = "cdo-clique-allocator-webhook-tls"
@@ -111,6 +119,8 @@ class ServingCertificate(msgspec.Struct, frozen=True, kw_only=True):
     """The Service in cdo's namespace the API server dials."""
     webhook_configurations: tuple[str, ...] = ()
     """MutatingWebhookConfigurations whose every webhook's caBundle is this CA."""
+    validating_webhook_configurations: tuple[str, ...] = ()
+    """ValidatingWebhookConfigurations whose every webhook's caBundle is this CA."""
     conversion_crds: tuple[str, ...] = ()
     """CustomResourceDefinitions whose conversion webhook's caBundle is this CA."""
 
@@ -120,6 +130,7 @@ SERVING_CERTIFICATES: tuple[ServingCertificate, ...] = (
         secret=WEBHOOK_SECRET,
         service=WEBHOOK_SERVICE,
         webhook_configurations=(WEBHOOK_CONFIGURATION,),
+        validating_webhook_configurations=(WEBHOOK_CONFIGURATION,),
         conversion_crds=(CONVERSION_CRD,),
     ),
 )
@@ -458,9 +469,13 @@ class Bootstrap:
         bundle = _b64(ca.cert)
         for configuration in certificate.webhook_configurations:
             await self.webhook_ca_bundle(configuration, bundle)
+        for configuration in certificate.validating_webhook_configurations:
+            await self.validating_webhook_ca_bundle(configuration, bundle)
         for crd in certificate.conversion_crds:
             await self.conversion_ca_bundle(crd, bundle)
 
+    # One method per kind: each names the resource it reads and patches, so the RBAC test can
+    # derive the bootstrap's role from the code (tests/integration/deploy/access.py).
     async def webhook_ca_bundle(self, name: str, bundle: str) -> None:
         """The CA in every webhook of a MutatingWebhookConfiguration that lacks it."""
         raw = await self._client.get_or_none(MUTATING_WEBHOOKS, name)
@@ -468,6 +483,16 @@ class Bootstrap:
         if patch:
             await self._client.patch(
                 MUTATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
+            )
+            log.info("caBundle of %s written", name)
+
+    async def validating_webhook_ca_bundle(self, name: str, bundle: str) -> None:
+        """The CA in every webhook of a ValidatingWebhookConfiguration that lacks it."""
+        raw = await self._client.get_or_none(VALIDATING_WEBHOOKS, name)
+        patch = _bundle_patch(raw, f"{VALIDATING_WEBHOOKS.kind} {name}", bundle)
+        if patch:
+            await self._client.patch(
+                VALIDATING_WEBHOOKS, name, patch, patch_type="json", field_manager=MANAGER
             )
             log.info("caBundle of %s written", name)
 
