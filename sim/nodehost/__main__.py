@@ -27,7 +27,6 @@ import os
 import sys
 from pathlib import Path
 
-import msgspec
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.command_errors import CommandError
@@ -198,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         host = NodeHost(
             nodes=nodes,
             client=client,
-            # The runtime's own bus has created the stream and the bucket already.
-            nats=msgspec.structs.replace(ctx.settings.nats, manage_jetstream=False),
+            nats=ctx.settings.nats,
             power=power,
             layout=layout,
             tracers=Tracers(
