@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             kubelets=2 * len(nodes),
         )
         ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
+        ctx.metrics_access.use(client)
         await identities.install(client, await identities.rendered_identities())
         providers = {
             service: setup_tracing(
