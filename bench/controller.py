@@ -290,6 +290,7 @@ async def run(args: argparse.Namespace) -> None:
         tmp = Path(directory)
         nats = NatsServer(store_dir=tmp / "nats")
         nats.start()
+        nats.set_up_jetstream()
         emulator, url, kubeconfig = await start_emulator(tmp)
         port = free_port()
         controller: asyncio.subprocess.Process | None = None

@@ -134,6 +134,7 @@ async def make_bus(url: str, service: str) -> EventBus:
 async def measure(args: argparse.Namespace, tmp: Path) -> tuple[list[float], list[float]]:
     nats = NatsServer(store_dir=tmp / "nats")
     nats.start()
+    nats.set_up_jetstream()
     emulator, kubeconfig = await start_emulator(tmp)
     buses: list[EventBus] = []
     tasks: list[asyncio.Task[None]] = []

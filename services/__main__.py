@@ -16,7 +16,14 @@ import runpy
 import sys
 from collections.abc import Sequence
 
-SERVICES = ("domain-controller", "clique-allocator", "imex-agent", "health-monitor", "nats-auth")
+SERVICES = (
+    "domain-controller",
+    "clique-allocator",
+    "imex-agent",
+    "health-monitor",
+    "nats-auth",
+    "nats-bootstrap",
+)
 EXIT_USAGE = 2
 
 

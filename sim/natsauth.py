@@ -3,6 +3,7 @@ component deploys, in one process.
 
     nats = CalloutNats(admin=kube_client, api_url=url, ca_pem=ca, store_dir=tmp / "nats")
     await nats.start()       # nats-server with the component's auth.conf + the authenticator
+    await nats.set_up_jetstream()   # the stream and bucket, as the NATS bootstrap's identity
     path = await nats.token_file("cdo-health-monitor", node="n1", directory=tmp)
     NatsSettings(url=nats.url, token_file=str(path))     # what that node's monitor connects with
     await nats.stop()
@@ -35,6 +36,8 @@ from services.nats_auth.callout import Authenticator, CalloutMetrics
 from services.nats_auth.nkeyjwt import ACCOUNT, Signer
 from services.nats_auth.permissions import Policy
 from services.nats_auth.review import Reviewed, review
+from shared.bus.jetstream import SetUp, set_up
+from shared.bus.settings import NatsSettings
 from shared.kube.client import KubeClient
 from shared.kube.errors import KubeApiError
 from shared.kube.resources import Resource, core
@@ -55,6 +58,8 @@ AUTH_CONF = (
 """The component's server configuration, used as it is (from a source checkout)."""
 
 AUTHENTICATOR = "cdo-nats-auth"
+NATS_BOOTSTRAP = "cdo-nats-bootstrap"
+"""The one identity the policy lets create and update the stream and the bucket."""
 CALLOUT_USER = "nats-auth"
 AUDIENCE = "nats"
 SERVICE_ACCOUNTS = core("serviceaccounts", "ServiceAccount")
@@ -270,6 +275,22 @@ class CalloutNats:
         await self._connection.flush()
         self._task = asyncio.create_task(authenticator.run(), name="nats-authenticator")
         self._refresher = asyncio.create_task(self._refresh(), name="nats-token-refresh")
+
+    async def set_up_jetstream(self, settings: NatsSettings | None = None) -> SetUp:
+        """The stream and the bucket, made as the NATS bootstrap makes them: connected with a
+        token of its ServiceAccount (made here if missing), so through the policy."""
+        await _create(
+            self._admin,
+            SERVICE_ACCOUNTS,
+            {"metadata": {"name": NATS_BOOTSTRAP}},
+            namespace=self.namespace,
+        )
+        token = await self.token(NATS_BOOTSTRAP, seconds=600)
+        client = await nats.connect(self.url, token=token, max_reconnect_attempts=1)
+        try:
+            return await set_up(client.jetstream(timeout=5), settings or NatsSettings(url=self.url))
+        finally:
+            await client.close()
 
     def count(self, result: str) -> float:
         """``cdo_nats_auth_requests_total`` of ``result``."""

@@ -2,6 +2,7 @@
 
 server = NatsServer(store_dir=tmp_path / "nats")
 server.start()          # waits until JetStream answers /healthz
+server.set_up_jetstream()   # the stream and the bucket, as the NATS bootstrap makes them
 ...
 server.kill()           # SIGKILL; server.start() again reuses the same port and store
 server.stop()
@@ -13,6 +14,7 @@ variables the file refers to (``$NAME``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -23,9 +25,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
+import nats
+
+from shared.bus.jetstream import SetUp, set_up
+from shared.bus.settings import NatsSettings
 from sim.childproc import die_with_parent
 
 
@@ -138,8 +145,25 @@ class NatsServer:
         """End the server cleanly."""
         self._end(signal.SIGTERM, 10.0)
 
+    def set_up_jetstream(self, settings: NatsSettings | None = None) -> SetUp:
+        """Create the stream and the bucket (``settings``: their names and layout, cdo's
+        defaults if None), as the NATS bootstrap does at install: no service makes them.
+        Blocks; callable from a running event loop (it runs its own in a thread)."""
+        layout = settings or NatsSettings(url=self.url)
+
+        async def run() -> SetUp:
+            client = await nats.connect(self.url, max_reconnect_attempts=1)
+            try:
+                return await set_up(client.jetstream(timeout=5), layout)
+            finally:
+                await client.close()
+
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            return thread.submit(asyncio.run, run()).result()
+
     def __enter__(self) -> NatsServer:
         self.start()
+        self.set_up_jetstream()
         return self
 
     def __exit__(

@@ -17,9 +17,11 @@ from sim.natsserver import NatsServer, free_port
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    """A real nats-server with JetStream on a free port, its store under tmp_path."""
+    """A real nats-server with JetStream on a free port, its store under tmp_path, and the
+    stream and bucket the NATS bootstrap makes at install."""
     server = NatsServer(store_dir=tmp_path / "nats")
     server.start()
+    server.set_up_jetstream()
     try:
         yield server
     finally:

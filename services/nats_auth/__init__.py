@@ -16,6 +16,8 @@ from services.nats_auth.permissions import (
     Permissions,
     Policy,
     Refused,
+    admin_permissions,
+    consumer_name,
     permissions_for,
     reader_permissions,
 )
@@ -33,6 +35,8 @@ __all__ = [
     "Refused",
     "ReviewFailedError",
     "Reviewed",
+    "admin_permissions",
+    "consumer_name",
     "parse_request",
     "permissions_for",
     "reader_permissions",

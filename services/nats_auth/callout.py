@@ -86,10 +86,12 @@ class CalloutMetrics:
             self.requests.labels(result=result)
 
 
-def user_name(identity: Identity) -> str:
-    """The name the server shows for the connection (connz, its log)."""
+def user_name(identity: Identity, role: str = "") -> str:
+    """The name the server shows for the connection (connz, and its log of every refused
+    publish): the identity, and the policy's role that set its permissions."""
     name = f"{identity.namespace}/{identity.service_account}"
-    return f"{name}@{identity.node}" if identity.node else name
+    name = f"{name}@{identity.node}" if identity.node else name
+    return f"{name} ({role})" if role else name
 
 
 class Authenticator:
@@ -186,7 +188,7 @@ class Authenticator:
             expires = min(expires, reviewed.expires)
         if expires <= now:
             return self._refuse(request, "unauthenticated", "token refused: expired")
-        name = user_name(reviewed.identity)
+        name = user_name(reviewed.identity, decision.role)
         user = user_jwt(
             request,
             decision,

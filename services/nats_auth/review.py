@@ -1,10 +1,9 @@
-"""Who a ServiceAccount token is: the Kubernetes TokenReview API's answer, as an Identity.
+"""Who a ServiceAccount token is, as the policy sees it: the Kubernetes TokenReview API's answer
+(:mod:`shared.kube.reviews`) as an Identity.
 
-The API server checks the signature, the audience, the expiry and that the ServiceAccount
-and the object the token is bound to (pod, node) still exist. What it answers is read here:
-``system:serviceaccount:<namespace>:<name>``, and the node from the user's extra
-``authentication.kubernetes.io/node-name``. The token's own ``exp`` (read from its payload once
-the review accepted it) bounds how long the NATS user may live.
+What the API server answers is read here: ``system:serviceaccount:<namespace>:<name>``, and the
+node from the user's extra ``authentication.kubernetes.io/node-name``. The token's own ``exp``
+(read from its payload once the review accepted it) bounds how long the NATS user may live.
 """
 
 from __future__ import annotations
@@ -17,42 +16,21 @@ import msgspec
 
 from services.nats_auth.permissions import Identity
 from shared.kube.client import KubeClient
-from shared.kube.errors import KubeApiError
-from shared.kube.resources import Resource
-
-TOKEN_REVIEWS = Resource(
-    group="authentication.k8s.io",
-    version="v1",
-    plural="tokenreviews",
-    kind="TokenReview",
-    namespaced=False,
+from shared.kube.reviews import (
+    NotAuthenticatedError,
+    ReviewedUser,
+    ReviewFailedError,
+    review_token,
 )
-SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
-NODE_NAME = "authentication.kubernetes.io/node-name"
 
-
-class NotAuthenticatedError(Exception):
-    """The token does not stand for a ServiceAccount of this audience; the message says why."""
-
-
-class ReviewFailedError(Exception):
-    """The TokenReview itself failed (API unreachable, forbidden): nothing is known."""
-
-
-class _User(msgspec.Struct, frozen=True, kw_only=True):
-    username: str = ""
-    extra: dict[str, list[str]] = {}
-
-
-class _Status(msgspec.Struct, frozen=True, kw_only=True):
-    authenticated: bool = False
-    user: _User = _User()
-    audiences: list[str] = []
-    error: str = ""
-
-
-class _Review(msgspec.Struct, frozen=True, kw_only=True):
-    status: _Status = _Status()
+__all__ = [
+    "NotAuthenticatedError",
+    "ReviewFailedError",
+    "Reviewed",
+    "identity_of",
+    "review",
+    "token_expiry",
+]
 
 
 class _Expiry(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,16 +44,14 @@ class Reviewed:
     """The token's ``exp`` (seconds since the epoch), None when it has none."""
 
 
-def identity_of(username: str, extra: dict[str, list[str]]) -> Identity:
-    """The ServiceAccount ``username`` names, with its node; NotAuthenticatedError when the
-    user is not a ServiceAccount."""
-    if not username.startswith(SERVICE_ACCOUNT_PREFIX):
-        raise NotAuthenticatedError(f"user {username!r} is not a serviceaccount")
-    namespace, _, name = username.removeprefix(SERVICE_ACCOUNT_PREFIX).partition(":")
-    if not namespace or not name:
-        raise NotAuthenticatedError(f"malformed serviceaccount user {username!r}")
-    nodes = extra.get(NODE_NAME) or []
-    return Identity(namespace=namespace, service_account=name, node=nodes[0] if nodes else "")
+def identity_of(user: ReviewedUser) -> Identity:
+    """The ServiceAccount ``user`` is, with its node; NotAuthenticatedError when the user is
+    not a ServiceAccount."""
+    account = user.service_account()
+    if account is None:
+        raise NotAuthenticatedError(f"user {user.username!r} is not a serviceaccount")
+    namespace, name = account
+    return Identity(namespace=namespace, service_account=name, node=user.node)
 
 
 def token_expiry(token: str) -> int | None:
@@ -93,22 +69,5 @@ def token_expiry(token: str) -> int | None:
 
 async def review(client: KubeClient, token: str, *, audience: str) -> Reviewed:
     """TokenReview ``token`` for ``audience``."""
-    body = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenReview",
-        "spec": {"token": token, "audiences": [audience]},
-    }
-    try:
-        raw = await client.create(TOKEN_REVIEWS, body)
-    except KubeApiError as exc:
-        raise ReviewFailedError(f"TokenReview failed: {exc}") from exc
-    try:
-        status = msgspec.json.decode(raw, type=_Review).status
-    except msgspec.DecodeError as exc:
-        raise ReviewFailedError(f"TokenReview answer does not decode: {exc}") from exc
-    if not status.authenticated:
-        raise NotAuthenticatedError(status.error or "token not authenticated")
-    if audience not in status.audiences:
-        raise NotAuthenticatedError(f"token is not for audience {audience!r}")
-    identity = identity_of(status.user.username, status.user.extra)
-    return Reviewed(identity=identity, expires=token_expiry(token))
+    user = await review_token(client, token, audiences=(audience,))
+    return Reviewed(identity=identity_of(user), expires=token_expiry(token))

@@ -11,7 +11,8 @@ A service's bus (the runtime runs :meth:`EventBus.run` as a root task) never wai
 
 :meth:`run` connects in the background and keeps retrying with a capped backoff
 (:mod:`shared.bus.link`); once connected, nats-py reconnects forever. On every connection it
-creates or checks the stream and the bucket, makes the subscriptions asked for meanwhile, sends
+binds to the stream and the bucket (which only the NATS bootstrap creates or changes:
+:mod:`shared.bus.jetstream`), makes the subscriptions asked for meanwhile, sends
 the events kept while disconnected, writes the snapshots again, then runs the
 ``when_connected`` callbacks. While NATS is down, publishing keeps events in the outbox (bounded;
 the oldest is dropped and counted when full), subscribing records the subscription, and
@@ -73,7 +74,7 @@ SUBSCRIBE_FLUSH_TIMEOUT_S = 2
 CLOSE_ACK_WAIT_S = 2.0
 """Seconds close waits for the stream to acknowledge the events still in the outbox."""
 STREAM_RECHECK_S = 10.0
-"""Seconds between looks for the event stream while a connection found none."""
+"""Seconds between looks for the event stream and the bucket while a connection found none."""
 CATCH_UP_WAIT_S = 5.0
 """Seconds a new connection waits for the stream to acknowledge the events kept while
 disconnected before the ``when_connected`` callbacks run (so that they read a bucket holding
@@ -148,6 +149,7 @@ class EventBus:
         self._nc: BusClient | None = None
         self._js: JetStreamContext | None = None
         self._kv: KeyValue | None = None
+        self._bucket_missing = False
         self._subscriptions: list[BusSubscription] = []
         self._consumers: list[Subscription] = []
         self._stopping = False
@@ -248,18 +250,23 @@ class EventBus:
         self._callbacks.append((name, callback))
 
     async def ensure_jetstream(self) -> None:
-        """Create or update the event stream and the snapshot bucket (idempotent), or check
-        the bucket is there; start receiving the stream's acks. Nothing without JetStream."""
+        """Bind to the event stream and the snapshot bucket (the NATS bootstrap makes them;
+        a bus never creates or changes them) and start receiving the stream's acks. A missing
+        stream or bucket is said once and looked for again (see :meth:`run`): events go out
+        without acknowledgement, snapshots are not kept meanwhile. Nothing without JetStream."""
         self._prepared = self._watch.connections
         if not self._settings.jetstream:
             return
-        if self._settings.manage_jetstream:
-            await cancellable(jetstream.ensure_stream(self.js, self._settings))
-            self._kv = await cancellable(jetstream.ensure_bucket(self.js, self._settings))
-            stream = True
-        else:
-            self._kv = await cancellable(self.js.key_value(self._settings.snapshot_bucket))
-            stream = await cancellable(jetstream.has_stream(self.js, self._settings))
+        kv = await cancellable(jetstream.bound_bucket(self.js, self._settings))
+        if kv is None and not self._bucket_missing:
+            log.warning(
+                "no snapshot bucket: snapshots are not kept until the NATS bootstrap makes it",
+                extra={"bucket": self._settings.snapshot_bucket},
+            )
+        elif kv is not None and self._bucket_missing:
+            log.info("snapshot bucket found", extra={"bucket": self._settings.snapshot_bucket})
+        self._kv, self._bucket_missing = kv, kv is None
+        stream = await cancellable(jetstream.has_stream(self.js, self._settings))
         outbox = self._outbox
         if outbox is None:
             return
@@ -271,12 +278,18 @@ class EventBus:
             self._outbox_started = True
         if not stream and not outbox.plain:
             log.warning(
-                "no event stream: events are published without acknowledgement",
+                "no event stream: events are published without acknowledgement until the "
+                "NATS bootstrap makes it",
                 extra={"stream": self._settings.stream},
             )
         elif stream and outbox.plain:
             log.info("event stream found", extra={"stream": self._settings.stream})
         outbox.plain = not stream
+
+    @property
+    def jetstream_missing(self) -> bool:
+        """The connection was set up without the stream or without the bucket."""
+        return self._bucket_missing or (self._outbox is not None and self._outbox.plain)
 
     async def run(self) -> None:
         """Root task of a service: connect (retrying forever), set every connection up, write
@@ -307,16 +320,21 @@ class EventBus:
                     callbacks = tasks.create_task(self._run_callbacks(), name="bus-callbacks")
             else:  # set up already by a client's own ensure_jetstream
                 self._set_up.set()
-            while self._outbox is not None and self._outbox.plain:
-                # No stream when this connection was set up: its creator may come later.
+            while self._settings.jetstream and self.jetstream_missing:
+                # No stream or bucket when this connection was set up: the NATS bootstrap may
+                # make them later.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
                         self._watch.next_connection(after=seen), STREAM_RECHECK_S
                     )
                 if self._watch.connections > seen:
                     break
+                without_bucket = self._bucket_missing
                 with contextlib.suppress(nats_errors.Error, TimeoutError, BusUnavailableError):
                     await self.ensure_jetstream()
+                if without_bucket and not self._bucket_missing:
+                    # A bucket made meanwhile holds nothing of this publisher's yet.
+                    self._snapshots.rewrite_all()
             await self._watch.next_connection(after=seen)
 
     async def _set_up_connection(self) -> bool:

@@ -1,11 +1,19 @@
-"""The JetStream objects cdo relies on, created or updated idempotently at start.
+"""The JetStream objects cdo relies on: what the NATS bootstrap makes, what a service binds to.
 
 - stream ``CDO`` (configurable) captures ``cdo.v1.>``: the replayable event history, with a
   duplicate window so a re-sent ``Nats-Msg-Id`` is stored once;
 - KV bucket ``cdo-snapshots`` keeps the latest snapshot per domain, clique and node aspect.
+
+Administration is apart from publishing: :func:`set_up` (the NATS bootstrap, a one-shot
+identity: ``python -m services.nats_bootstrap``) creates both or brings them to the desired
+layout; a service only looks them up (:func:`has_stream`, :func:`bound_bucket`) and runs with
+whatever limits they have. NATS refuses a service's identity anything more
+(services/nats_auth/permissions.py, and the static users of deploy's auth.conf).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
@@ -15,6 +23,12 @@ from shared.bus.settings import NatsSettings
 from shared.events.subjects import ALL_EVENTS
 
 DUPLICATE_WINDOW_S = 120.0
+BUCKET_DESCRIPTION = "latest cdo snapshot per domain, clique and node aspect"
+BUCKET_HISTORY = 1
+
+
+def _storage(settings: NatsSettings) -> api.StorageType:
+    return api.StorageType.FILE if settings.stream_storage == "file" else api.StorageType.MEMORY
 
 
 def stream_config(settings: NatsSettings) -> api.StreamConfig:
@@ -24,9 +38,7 @@ def stream_config(settings: NatsSettings) -> api.StreamConfig:
         description="cdo events (CloudEvents, binary mode)",
         subjects=[ALL_EVENTS],
         retention=api.RetentionPolicy.LIMITS,
-        storage=api.StorageType.FILE
-        if settings.stream_storage == "file"
-        else api.StorageType.MEMORY,
+        storage=_storage(settings),
         max_age=settings.stream_max_age_s,
         max_bytes=settings.stream_max_bytes,
         num_replicas=settings.stream_replicas,
@@ -35,14 +47,80 @@ def stream_config(settings: NatsSettings) -> api.StreamConfig:
     )
 
 
-async def ensure_stream(js: JetStreamContext, settings: NatsSettings) -> api.StreamInfo:
+def bucket_update(current: api.StreamConfig, settings: NatsSettings) -> api.StreamConfig | None:
+    """The bucket's stream config with what differs from the desired layout changed, or None
+    when nothing does (pure). Only what JetStream lets a stream change: the storage type of an
+    existing bucket stays."""
+    wanted = {
+        "description": BUCKET_DESCRIPTION,
+        "num_replicas": settings.stream_replicas,
+        "max_msgs_per_subject": BUCKET_HISTORY,
+    }
+    if all(getattr(current, field) == value for field, value in wanted.items()):
+        return None
+    return current.evolve(**wanted)
+
+
+@dataclass(frozen=True, slots=True)
+class SetUp:
+    """What :func:`set_up` did to each object: ``created``, ``updated`` or ``kept``."""
+
+    stream: str
+    bucket: str
+
+
+async def ensure_stream(js: JetStreamContext, settings: NatsSettings) -> str:
     """Create the event stream, or bring an existing one to the desired config."""
     config = stream_config(settings)
     try:
-        await js.stream_info(settings.stream)
+        info = await js.stream_info(settings.stream)
     except NotFoundError:
-        return await js.add_stream(config)
-    return await js.update_stream(config)
+        await js.add_stream(config)
+        return "created"
+    if _same_stream(info.config, config):
+        return "kept"
+    await js.update_stream(config)
+    return "updated"
+
+
+def _same_stream(current: api.StreamConfig, wanted: api.StreamConfig) -> bool:
+    fields = (
+        "description",
+        "subjects",
+        "max_age",
+        "max_bytes",
+        "num_replicas",
+        "duplicate_window",
+        "discard",
+    )
+    return all(getattr(current, field) == getattr(wanted, field) for field in fields)
+
+
+async def ensure_bucket(js: JetStreamContext, settings: NatsSettings) -> str:
+    """Create the snapshot bucket, or bring an existing one to the desired layout."""
+    stream = f"KV_{settings.snapshot_bucket}"
+    try:
+        info = await js.stream_info(stream)
+    except NotFoundError:
+        await js.create_key_value(
+            bucket=settings.snapshot_bucket,
+            description=BUCKET_DESCRIPTION,
+            history=BUCKET_HISTORY,
+            storage=_storage(settings),
+            replicas=settings.stream_replicas,
+        )
+        return "created"
+    changed = bucket_update(info.config, settings)
+    if changed is None:
+        return "kept"
+    await js.update_stream(changed)
+    return "updated"
+
+
+async def set_up(js: JetStreamContext, settings: NatsSettings) -> SetUp:
+    """The NATS bootstrap's whole job: the stream and the bucket as the settings lay them out
+    (idempotent; needs the administration rights no service has)."""
+    return SetUp(stream=await ensure_stream(js, settings), bucket=await ensure_bucket(js, settings))
 
 
 async def has_stream(js: JetStreamContext, settings: NatsSettings) -> bool:
@@ -54,17 +132,9 @@ async def has_stream(js: JetStreamContext, settings: NatsSettings) -> bool:
     return True
 
 
-async def ensure_bucket(js: JetStreamContext, settings: NatsSettings) -> KeyValue:
-    """Create the snapshot bucket if missing and bind to it."""
+async def bound_bucket(js: JetStreamContext, settings: NatsSettings) -> KeyValue | None:
+    """The snapshot bucket, or None when it is not there (yet)."""
     try:
         return await js.key_value(settings.snapshot_bucket)
     except (NotFoundError, BadRequestError):
-        pass
-    storage = api.StorageType.FILE if settings.stream_storage == "file" else api.StorageType.MEMORY
-    return await js.create_key_value(
-        bucket=settings.snapshot_bucket,
-        description="latest cdo snapshot per domain, clique and node aspect",
-        history=1,
-        storage=storage,
-        replicas=settings.stream_replicas,
-    )
+        return None

@@ -57,13 +57,19 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
         ),
     ] = 600
     stream: Annotated[str, Meta(description="JetStream stream that keeps event history.")] = "CDO"
+    # The stream's and the bucket's layout: what the NATS bootstrap creates them with. Services
+    # only bind to them and run with whatever limits they have.
     stream_max_age_s: Annotated[
-        float, Meta(description="How long the stream keeps events.", gt=0)
+        float, Meta(description="How long the stream keeps events (NATS bootstrap).", gt=0)
     ] = 7 * 24 * 3600.0
-    stream_max_bytes: Annotated[int, Meta(description="Size cap of the stream.", gt=0)] = 1 << 30
-    stream_replicas: Annotated[int, Meta(description="Stream replicas.", ge=1, le=5)] = 1
+    stream_max_bytes: Annotated[
+        int, Meta(description="Size cap of the stream (NATS bootstrap).", gt=0)
+    ] = 1 << 30
+    stream_replicas: Annotated[
+        int, Meta(description="Replicas of the stream and the bucket (NATS bootstrap).", ge=1, le=5)
+    ] = 1
     stream_storage: Annotated[
-        str, Meta(description="file | memory.", pattern="^(file|memory)$")
+        str, Meta(description="file | memory (NATS bootstrap).", pattern="^(file|memory)$")
     ] = "file"
     publish_ack_timeout_s: Annotated[
         float,
@@ -83,10 +89,6 @@ class NatsSettings(Settings, frozen=True, kw_only=True):
     snapshot_bucket: Annotated[
         str, Meta(description="KV bucket with the latest snapshot per entity.")
     ] = "cdo-snapshots"
-    manage_jetstream: Annotated[
-        bool,
-        Meta(description="Create or update the stream and bucket at start (needs the rights)."),
-    ] = True
     jetstream: Annotated[
         bool,
         Meta(
@@ -122,7 +124,7 @@ def nats_url_problem(urls: str) -> str | None:
 
 def client_settings(url: str, *, reconnect_forever: bool = False) -> NatsSettings:
     """The CDO_NATS_* settings (stream and bucket names, credentials, TLS) with ``url`` and a
-    client's own pacing: it never manages JetStream, and fails fast unless it follows a stream.
+    client's own pacing: it fails fast unless it follows a stream.
 
     Raises ConfigError when a CDO_NATS_* variable is invalid.
     """
@@ -135,5 +137,4 @@ def client_settings(url: str, *, reconnect_forever: bool = False) -> NatsSetting
         # nats-py counts the first connection against the reconnect budget too: a budget of
         # one gives up on an unreachable server at once.
         max_reconnect_attempts=-1 if reconnect_forever else 1,
-        manage_jetstream=False,
     )

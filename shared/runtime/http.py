@@ -1,4 +1,5 @@
-"""The side HTTP server every service runs: /healthz, /readyz and /metrics."""
+"""The side HTTP server every service runs: /healthz, /readyz and /metrics (the last behind
+:class:`~shared.runtime.metricsaccess.MetricsAccess` when given one)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import msgspec
 from aiohttp import web
 
 from shared.metrics import Metrics
+from shared.runtime.metricsaccess import MetricsAccess
 from shared.runtime.probes import Readiness
 
 _CONTENT_TYPE_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
@@ -14,9 +16,18 @@ _CONTENT_TYPE_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 class ProbeServer:
     """Serves liveness, readiness and metrics on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, *, readiness: Readiness, metrics: Metrics, host: str, port: int) -> None:
+    def __init__(
+        self,
+        *,
+        readiness: Readiness,
+        metrics: Metrics,
+        host: str,
+        port: int,
+        access: MetricsAccess | None = None,
+    ) -> None:
         self._readiness = readiness
         self._metrics = metrics
+        self._access = access
         self._host = host
         self._port = port
         self._runner: web.AppRunner | None = None
@@ -41,7 +52,16 @@ class ProbeServer:
             body=body, status=503 if failing else 200, content_type="application/json"
         )
 
-    async def _metrics_handler(self, _request: web.Request) -> web.Response:
+    async def _metrics_handler(self, request: web.Request) -> web.Response:
+        if self._access is not None:
+            verdict = await self._access.check(request.headers.get("Authorization"))
+            if verdict.status != 200:
+                headers = {"WWW-Authenticate": 'Bearer realm="metrics"'}
+                return web.Response(
+                    status=verdict.status,
+                    text=verdict.message + "\n",
+                    headers=headers if verdict.status == 401 else None,
+                )
         return web.Response(
             body=self._metrics.exposition(), headers={"Content-Type": _CONTENT_TYPE_PROMETHEUS}
         )

@@ -38,6 +38,7 @@ from shared.errors import ConfigError
 from shared.metrics import Metrics
 from shared.runtime.http import ProbeServer
 from shared.runtime.logs import configure_logging
+from shared.runtime.metricsaccess import MetricsAccess
 from shared.runtime.probes import Readiness
 from shared.runtime.supervisor import Supervisor
 from shared.settings import Settings, load_settings
@@ -67,6 +68,14 @@ class RuntimeSettings(Settings, frozen=True, kw_only=True):
         int,
         Meta(description="Port of the probe/metrics server (0: any free port).", ge=0, le=65535),
     ] = 8080
+    metrics_auth: Annotated[
+        bool,
+        Meta(
+            description="Serve /metrics only to callers whose bearer token the API server "
+            "authenticates (TokenReview) and authorises for get on /metrics "
+            "(SubjectAccessReview); ClusterRole cdo-metrics-reader grants it.",
+        ),
+    ] = False
     shutdown_step_timeout_s: Annotated[
         float, Meta(description="Longest wait for one shutdown step.", gt=0)
     ] = 10.0
@@ -87,6 +96,9 @@ class ServiceContext:
     tracer: Tracer
     bus: EventBus
     supervisor: Supervisor
+    metrics_access: MetricsAccess
+    """Give it the service's API client (``use``) once there is one, when metrics_auth is on:
+    until then /metrics answers 503."""
 
 
 Setup = Callable[[ServiceContext], Awaitable[None]]
@@ -102,8 +114,13 @@ async def serve(name: str, settings: RuntimeSettings, setup: Setup) -> int:
     supervisor = Supervisor(step_timeout_s=settings.shutdown_step_timeout_s)
     bus = EventBus(settings.nats, service=name, instance=instance, metrics=metrics, tracer=tracer)
     readiness.add_condition(FEED_CONDITION, lambda: bus.is_connected)
+    access = MetricsAccess(required=settings.metrics_auth, registry=metrics.registry)
     probes = ProbeServer(
-        readiness=readiness, metrics=metrics, host=settings.http_host, port=settings.http_port
+        readiness=readiness,
+        metrics=metrics,
+        host=settings.http_host,
+        port=settings.http_port,
+        access=access,
     )
     await probes.start()
     log.info("probe server listening", extra={"port": probes.bound_port, "instance": instance})
@@ -118,6 +135,7 @@ async def serve(name: str, settings: RuntimeSettings, setup: Setup) -> int:
         tracer=tracer,
         bus=bus,
         supervisor=supervisor,
+        metrics_access=access,
     )
     supervisor.on_shutdown("unready", readiness.mark_stopping, phase="intake")
     supervisor.on_shutdown("stop bus intake", bus.stop_intake, phase="intake")

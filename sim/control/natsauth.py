@@ -10,7 +10,8 @@ What the component's objects and the cdo-bootstrap Job do on a real cluster, don
   with the component (so the authenticator's ServiceAccount ``cdo-nats-auth`` and its role come
   from deploy/), applied with the admin's client; a kubeconfig with a ``cdo-nats-auth`` token for
   the authenticator; a reader ServiceAccount (:data:`READER`) and its NATS token file, for what
-  reads the events from outside (``cdo events``, ``cdo status``, tests);
+  reads the events from outside (``cdo events``, ``cdo status``, tests); and a NATS token of
+  the NATS bootstrap's ServiceAccount, for the one-shot set-up of the stream and the bucket;
 - :func:`authenticator_env`: the environment of ``python -m services.nats_auth``, the literal
   values of the rendered Deployment's container with this machine's paths and ports.
 
@@ -42,6 +43,8 @@ READER = f"{READER_NAMESPACE}/{READER_ACCOUNT}"
 """The reader identity of the simulated system (``CDO_NATS_AUTH_READERS``): subscribes and
 consumes, publishes nothing."""
 KEYS_DIR = "nats-auth"
+NATS_BOOTSTRAP = "cdo-nats-bootstrap"
+"""The ServiceAccount of the NATS bootstrap Job (deploy/kustomize/base/nats-bootstrap)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class AuthIdentities:
     kubeconfig: Path
     """The authenticator's, with a token of ``cdo-nats-auth`` for the API server."""
     reader_token_file: Path
+    bootstrap_token_file: Path
+    """The NATS bootstrap's (``cdo-nats-bootstrap``): it alone creates the stream and bucket."""
     deployment: dict[str, Any]
 
 
@@ -115,10 +120,18 @@ async def prepare_identities(*, admin_kubeconfig: Path, state_dir: Path) -> Auth
             namespace=READER_NAMESPACE,
             path=identities.nats_token_path(directory, READER_ACCOUNT),
         )
+        bootstrap_token = await identities.write_token_file(
+            client,
+            NATS_BOOTSTRAP,
+            path=identities.nats_token_path(directory, NATS_BOOTSTRAP),
+        )
     finally:
         await client.close()
     return AuthIdentities(
-        kubeconfig=kubeconfig, reader_token_file=reader_token, deployment=_deployment(rendered)
+        kubeconfig=kubeconfig,
+        reader_token_file=reader_token,
+        bootstrap_token_file=bootstrap_token,
+        deployment=_deployment(rendered),
     )
 
 

@@ -3,7 +3,9 @@
 Each step starts one program as its own background process with its log under
 ``<state dir>/logs/`` and waits until it answers: a nats-server with JetStream (unless a NATS
 URL is given), ``python -m sim up`` (the API emulator, kubelets, scheduler, controllers),
-``python -m sim.controlplane`` (cdo's domain controller and clique allocator, with the CRDs
+``python -m services.nats_bootstrap`` (once: the stream and the bucket, as the
+cdo-nats-bootstrap Job makes them on a real cluster), ``python -m sim.controlplane`` (cdo's
+domain controller and clique allocator, with the CRDs
 and the allocator's webhook registered) and ``python -m sim.nodehost`` (every node's IMEX agent
 and health monitor). With ``nats_auth`` (``--nats-auth``) the nats-server runs the
 nats-auth-callout component's configuration, and ``python -m services.nats_auth`` (the
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,6 +129,7 @@ def up(options: UpOptions, *, say: Say) -> None:
             auth = _start_authenticator(
                 options, started, keys=keys, cluster=cluster, nats_url=nats_url, say=say
             )
+        _bootstrap_nats(options, nats_url=nats_url, auth=auth, say=say)
         if options.services:
             _start_controlplane(options, started, nats_url=nats_url, say=say)
         host = _start_nodehost(options, started, nats_url=nats_url, auth=auth, say=say)
@@ -157,6 +161,8 @@ class Auth:
     """What the services and readers need of a system with NATS identities ("": none)."""
 
     reader_token_file: str = ""
+    bootstrap_token_file: str = ""
+    """The NATS bootstrap's token (it alone may create the stream and the bucket)."""
     probe_url: str = ""
     """The authenticator's probe and metrics URL."""
 
@@ -175,11 +181,6 @@ def _check_options(options: UpOptions) -> None:
         raise UsageError(
             "--nats-auth starts its own nats-server with the auth callout; "
             "leave out --nats-url and CDO_NATS_URL"
-        )
-    if not options.services:
-        raise UsageError(
-            "--nats-auth needs the control plane: its domain controller creates the stream "
-            "and the bucket, which no reader may (leave out --no-services)"
         )
 
 
@@ -300,7 +301,42 @@ def _start_authenticator(
             f"see {process.log}"
         )
     say(f"nats authenticator  {probe_url}  (pid {process.pid})")
-    return Auth(reader_token_file=str(prepared.reader_token_file), probe_url=probe_url)
+    return Auth(
+        reader_token_file=str(prepared.reader_token_file),
+        bootstrap_token_file=str(prepared.bootstrap_token_file),
+        probe_url=probe_url,
+    )
+
+
+NATS_BOOTSTRAP_TIMEOUT_S = 60.0
+
+
+def _bootstrap_nats(options: UpOptions, *, nats_url: str, auth: Auth, say: Say) -> None:
+    """``python -m services.nats_bootstrap``, once, as the cdo-nats-bootstrap Job runs it at
+    install: the stream and the bucket, before any service binds to them."""
+    env = {**os.environ, "CDO_NATS_URL": nats_url, "CDO_NATS_MAX_RECONNECT_ATTEMPTS": "30"}
+    if auth.bootstrap_token_file:
+        env["CDO_NATS_TOKEN_FILE"] = auth.bootstrap_token_file
+    log = options.logs / "nats-bootstrap.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with log.open("w") as out:
+            done = subprocess.run(
+                [sys.executable, "-m", "services.nats_bootstrap"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=NATS_BOOTSTRAP_TIMEOUT_S,
+                check=False,
+            )
+    except subprocess.TimeoutExpired:
+        raise CommandError(
+            f"the NATS bootstrap did not finish within {NATS_BOOTSTRAP_TIMEOUT_S:.0f} s; see {log}"
+        ) from None
+    if done.returncode != 0:
+        raise CommandError(f"the NATS bootstrap failed; see {log}:\n{tail(str(log))}")
+    summary = log.read_text().strip().splitlines()[-1:] or [""]
+    say(f"nats bootstrap   {summary[0].removeprefix('nats-bootstrap: ')}")
 
 
 def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str, say: Say) -> None:
@@ -340,12 +376,9 @@ def _start_nodehost(
     nats_env = {}
     if options.nats_auth:
         # Each node's services connect with their own tokens; the host's own connection, which
-        # publishes nothing, is a reader's (the control plane has made the stream and bucket).
+        # publishes nothing, is a reader's.
         argv.append("--nats-auth")
-        nats_env = {
-            "CDO_NATS_TOKEN_FILE": auth.reader_token_file,
-            "CDO_NATS_MANAGE_JETSTREAM": "false",
-        }
+        nats_env = {"CDO_NATS_TOKEN_FILE": auth.reader_token_file}
     if options.imex_server_port is not None:
         argv += ["--imex-server-port", str(options.imex_server_port)]
     if options.imex_cmd_port is not None:

@@ -27,7 +27,6 @@ import os
 import sys
 from pathlib import Path
 
-import msgspec
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.command_errors import CommandError
@@ -182,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             kubelets=2 * len(nodes),
         )
         ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
+        ctx.metrics_access.use(client)
         await identities.install(client, await identities.rendered_identities())
         providers = {
             service: setup_tracing(
@@ -198,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         host = NodeHost(
             nodes=nodes,
             client=client,
-            # The runtime's own bus has created the stream and the bucket already.
-            nats=msgspec.structs.replace(ctx.settings.nats, manage_jetstream=False),
+            nats=ctx.settings.nats,
             power=power,
             layout=layout,
             tracers=Tracers(

@@ -53,13 +53,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import msgspec
-import nats.errors
 from opentelemetry.trace import Tracer
 
 from services.health_monitor.monitor import HealthMonitor
 from services.imex_agent import ImexAgent
 from shared.bus import EventBus, NatsSettings
-from shared.errors import BusClosedError
 from shared.kube.client import KubeClient
 from shared.kube.recorder import EventRecorder
 from shared.kubeletapi.podresources import PodResourcesClient
@@ -487,12 +485,10 @@ class NodeHost:
         self.settings = settings or HostSettings()
         self.layout = layout
         self._power = power
-        self._nats = nats
-        self._tracer = tracers.agent
-        # Each node's bus binds to the stream and bucket; the host creates them once (run()).
+        # Each node's bus binds to the stream and the bucket the NATS bootstrap made.
         context = HostContext(
             client=client,
-            nats=msgspec.structs.replace(nats, manage_jetstream=False),
+            nats=nats,
             layout=layout,
             services=services or ServiceSettings(),
             settings=self.settings,
@@ -540,44 +536,12 @@ class NodeHost:
         )
         self.layout.root.mkdir(parents=True, exist_ok=True)
         self.layout.proc_devices.write_text(proc_devices_text())
-        setup = await self._jetstream_keeper() if self._nats.manage_jetstream else None
-        try:
-            async with asyncio.TaskGroup() as group:
-                if setup is not None:
-                    group.create_task(setup.run(), name="nodehost jetstream")
-                group.create_task(self._follow_power(), name="nodehost power")
-                for node in self._nodes.values():
-                    group.create_task(
-                        node.run(), name=f"nodehost {node.name}", context=bound_context(node.nvml)
-                    )
-        finally:
-            if setup is not None:
-                await setup.close()
-
-    async def _jetstream_keeper(self) -> EventBus:
-        """A connection that creates the stream and the bucket the nodes' buses bind to: now
-        if NATS answers (before any node publishes), and on every later connection from its
-        run() (a NATS that comes late, or back with an empty store, gets them too)."""
-        bus = EventBus(
-            msgspec.structs.replace(self._nats, max_reconnect_attempts=1),
-            service="nodehost",
-            instance="setup",
-            metrics=Metrics(),
-            tracer=self._tracer,
-        )
-        try:
-            await bus.connect()
-            await bus.ensure_jetstream()
-        except (BusClosedError, nats.errors.Error, TimeoutError) as exc:
-            log.warning(
-                "NATS does not answer: the nodes start without it",
-                extra={"error": f"{type(exc).__name__}: {exc}"},
-            )
-        except asyncio.CancelledError:
-            # Stopped while it sets up (a host stopped at once): nobody else holds the bus.
-            await bus.close()
-            raise
-        return bus
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._follow_power(), name="nodehost power")
+            for node in self._nodes.values():
+                group.create_task(
+                    node.run(), name=f"nodehost {node.name}", context=bound_context(node.nvml)
+                )
 
     async def _follow_power(self) -> None:
         answered = time.monotonic()

@@ -71,7 +71,7 @@ def readyz(url: str) -> dict[str, Any]:
 
 async def reader(system: WholeSystem) -> EventBus:
     bus = EventBus(
-        NatsSettings(url=system.nats_url, max_reconnect_attempts=1, manage_jetstream=False),
+        NatsSettings(url=system.nats_url, max_reconnect_attempts=1),
         service="e2e",
         instance="outage",
         metrics=Metrics(),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.request
 from datetime import UTC, datetime
+from pathlib import Path
 
 import msgspec
 import nats
@@ -13,10 +15,12 @@ import pytest
 from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.v1.event import CloudEvent
 from nats.aio.msg import Msg
+from opentelemetry.sdk.trace import TracerProvider
 
-from shared.bus import Delivery, NatsSettings, StartAt, wire
+from shared.bus import Delivery, EventBus, NatsSettings, StartAt, jetstream, wire
 from shared.bus import cloudevents as ce
 from shared.bus.client import BusClient
+from shared.errors import BusUnavailableError
 from shared.events import Event, NodeCapacity, NodeFault, NodeRecovered
 from shared.events.catalog import CliqueCapacity
 from shared.events.subjects import ALL_EVENTS
@@ -285,20 +289,67 @@ async def test_queue_groups_split_messages_between_replicas(bus_factory: BusFact
     assert sorted(observed) == sorted(e.id for e in sent)  # a non-member sees everything
 
 
-async def test_jetstream_setup_is_idempotent_and_updates(
+async def test_a_bus_runs_with_the_streams_limits_and_only_set_up_changes_them(
     bus_factory: BusFactory, nats_server: NatsServer
 ) -> None:
-    bus = await bus_factory("setup")
-    await bus.ensure_jetstream()
-    changed = await bus_factory(
-        "setup2",
-        settings=NatsSettings(url=nats_server.url, stream_max_age_s=3600.0),
+    """A service whose settings describe another layout binds and changes nothing; the NATS
+    bootstrap's set-up brings the stream to its layout, once."""
+    other = NatsSettings(url=nats_server.url, stream_max_age_s=3600.0)
+    bus = await bus_factory("service", settings=other)
+    info = await bus.js.stream_info("CDO")
+    assert info.config.max_age == 7 * 24 * 3600.0
+    assert (await jetstream.set_up(bus.js, other)) == jetstream.SetUp(
+        stream="updated", bucket="kept"
     )
-    info = await changed.js.stream_info("CDO")
+    assert (await jetstream.set_up(bus.js, other)).stream == "kept"
+    info = await bus.js.stream_info("CDO")
     assert info.config.max_age == 3600.0
     assert info.config.subjects == ["cdo.v1.>"]
-    bucket = await changed.js.key_value("cdo-snapshots")
+    bucket = await bus.js.key_value("cdo-snapshots")
     assert (await bucket.status()).history == 1
+
+
+def missing(bus: EventBus) -> bool:
+    return bus.jetstream_missing
+
+
+async def test_a_bus_without_stream_or_bucket_degrades_and_binds_once_they_are_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No NATS bootstrap yet: events go out unacknowledged and snapshots are unavailable,
+    each said once; once the stream and the bucket are made, the bus binds to them."""
+    caplog.set_level(logging.INFO, logger="cdo.bus")
+    server = NatsServer(store_dir=tmp_path / "bare")
+    server.start()
+    bus = EventBus(
+        NatsSettings(url=server.url, max_reconnect_attempts=1),
+        service="early",
+        instance="0",
+        metrics=Metrics(),
+        tracer=TracerProvider().get_tracer("test"),
+    )
+    try:
+        await bus.connect()
+        await bus.ensure_jetstream()
+        assert missing(bus)
+        with pytest.raises(BusUnavailableError):
+            await bus.snapshots()
+        await bus.ensure_jetstream()
+        said = [r.getMessage() for r in caplog.records]
+        assert (
+            said.count(
+                "no snapshot bucket: snapshots are not kept until the NATS bootstrap makes it"
+            )
+            == 1
+        )
+        assert sum(m.startswith("no event stream") for m in said) == 1
+        await asyncio.to_thread(server.set_up_jetstream)
+        await bus.ensure_jetstream()
+        assert not missing(bus)
+        assert await bus.snapshots() == []
+    finally:
+        await bus.close()
+        server.stop()
 
 
 async def test_duplicate_event_ids_are_stored_once(bus_factory: BusFactory) -> None:

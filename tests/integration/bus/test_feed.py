@@ -1,9 +1,10 @@
 """A service's bus (run) against a real nats-server that is not there yet, then comes, goes
 and comes back with an empty store: subscriptions made before the first connection take effect,
-and the bucket gets the service's latest snapshots again."""
+and once the NATS bootstrap has made the bucket again it gets the service's latest snapshots."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -61,6 +62,7 @@ async def test_after_nats_comes_back_with_an_empty_store_the_bucket_has_the_snap
 ) -> None:
     server = NatsServer(store_dir=tmp_path / "first")
     server.start()
+    server.set_up_jetstream()
     bus = service_bus(server.url)
     key = NODE_IMEX_SNAPSHOT.render(node="n1")
     try:
@@ -70,9 +72,13 @@ async def test_after_nats_comes_back_with_an_empty_store_the_bucket_has_the_snap
             await wait_for(lambda: bus.snapshots(key), what="the snapshot")
             server.stop()
             await wait_for(lambda: not bus.is_connected, what="the loss noticed")
-            # Same port, a new store: no stream, no bucket, no snapshot.
+            # Same port, a new store: no stream, no bucket, no snapshot, until the NATS
+            # bootstrap runs again (the bus never makes them).
             server = NatsServer(store_dir=tmp_path / "second", port=server.port)
             server.start()
+            await wait_for(lambda: bus.feed_up, timeout=20, what="the feed up again")
+            assert bus.jetstream_missing
+            await asyncio.to_thread(server.set_up_jetstream)
 
             async def latest() -> str | None:
                 if not bus.feed_up:

@@ -212,6 +212,7 @@ async def running_system() -> AsyncIterator[System]:
     processes: list[ProgramProcess] = []
     try:
         nats.start()
+        nats.set_up_jetstream()
         async with (
             SimulatedCluster.running(options) as cluster,
             contextlib.AsyncExitStack() as plugins,

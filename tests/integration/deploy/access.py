@@ -10,8 +10,9 @@ from its syntax tree:
 - ``Informer(client, RESOURCE, ...)`` (or a local ``informer(RESOURCE, ...)`` helper) lists and
   watches;
 - constructing ``LeaderElector``, ``EventRecorder`` or ``NodeSlicePublisher``, calling
-  ``own_node`` or ``refuse_beside_nvidia``, or deriving from ``LeaderElectedController`` brings
-  the access of those shared classes, read from their own modules the same way;
+  ``own_node``, ``refuse_beside_nvidia``, ``review_token`` or ``access_review``, or deriving
+  from ``LeaderElectedController`` brings the access of those shared classes, read from their
+  own modules the same way;
   ``recorder.record(RESOURCE, obj, ...)`` only names the involved object's kind;
 - a ``subresource=`` passed through from a parameter stands for "" and every literal
   ``subresource=`` given anywhere in the same file.
@@ -55,6 +56,8 @@ SHARED_COMPONENTS = {
     "NodeSlicePublisher": "shared/kube/nodeslice.py",
     "own_node": "shared/kube/ownnode.py",
     "refuse_beside_nvidia": "shared/crds/coexistence.py",
+    "review_token": "shared/kube/reviews.py",
+    "access_review": "shared/kube/reviews.py",
 }
 RESOURCE_ATTRIBUTES = frozenset({"api_version", "kind", "group", "version", "plural", "namespaced"})
 

@@ -221,7 +221,14 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
         "cdo-imex-tls",
         "cdo-nats-auth-issuer",
     }
-    static = ["domain-controller", "clique-allocator", "imex-agent", "health-monitor", "reader"]
+    static = [
+        "nats-bootstrap",
+        "domain-controller",
+        "clique-allocator",
+        "imex-agent",
+        "health-monitor",
+        "reader",
+    ]
     assert sorted(by_name["cdo-nats-users"]["data"]) == sorted([*static, "nats-auth"])
     assert sorted(by_name["cdo-nats-auth-issuer"]["data"]) == ["public", "seed"]
     for name in ("cdo-clique-allocator-webhook-tls", "cdo-nats-tls", "cdo-imex-tls"):

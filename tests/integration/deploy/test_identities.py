@@ -110,6 +110,7 @@ def test_the_simulator_takes_the_authenticator_from_the_component(tmp_path: Path
     prepared = AuthIdentities(
         kubeconfig=tmp_path / "auth.kubeconfig",
         reader_token_file=tmp_path / "reader.token",
+        bootstrap_token_file=tmp_path / "bootstrap.token",
         deployment=find(objs, "Deployment", AUTHENTICATOR),
     )
     env = authenticator_env(prepared, keys, nats_url="nats://127.0.0.1:4222", http_port=8123)

@@ -28,15 +28,19 @@ from nats.aio.msg import Msg
 from opentelemetry.sdk.trace import TracerProvider
 
 from services.nats_auth.nkeyjwt import ACCOUNT, Signer
+from services.nats_bootstrap import bootstrap
 from shared.bus import EventBus, NatsSettings
 from shared.events import Event
 from shared.metrics import Metrics
 from sim.natsserver import free_port, nats_server_binary
 from tests.integration.deploy.conftest import Manifest, generated, load_bootstrap
+from tests.support.natsviolations import Violations
 from tests.support.wait import wait_for, wait_for_sync
 from tests.unit.events.samples import sample_events
 
 USERS = ("domain-controller", "clique-allocator", "imex-agent", "health-monitor", "reader")
+ADMIN = "nats-bootstrap"
+"""The NATS bootstrap's static user: it alone creates and updates the stream and bucket."""
 CALLOUT_USER = "nats-auth"
 """The authenticator's static user (components/nats-auth-callout, in prod)."""
 OWN_EVENTS = {
@@ -45,6 +49,7 @@ OWN_EVENTS = {
     "imex-agent": {"NodeImexState"},
     "health-monitor": {"NodeFault", "NodeRecovered"},
     "reader": set(),
+    ADMIN: set(),
 }
 BUCKET = "cdo-snapshots"
 
@@ -81,7 +86,7 @@ def running(
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
     port, monitor = free_port(), free_port()
-    passwords = {user: f"pw-{user}-{os.getpid()}" for user in (*USERS, CALLOUT_USER)}
+    passwords = {user: f"pw-{user}-{os.getpid()}" for user in (*USERS, ADMIN, CALLOUT_USER)}
     log = store / "nats-server.log"
     store.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "POD_NAME": "cdo-nats-0"}
@@ -135,6 +140,23 @@ def server(overlays: dict[str, list[Manifest]], tmp_path: Path) -> Iterator[Serv
         yield started
 
 
+def admin_settings(server: Server, **layout: Any) -> NatsSettings:
+    return NatsSettings(
+        url=server.url,
+        user=ADMIN,
+        password=server.passwords[ADMIN],
+        max_reconnect_attempts=1,
+        **layout,
+    )
+
+
+@pytest.fixture
+async def set_up(server: Server) -> Server:
+    """The stream and the bucket, as the cdo-nats-bootstrap Job makes them."""
+    await bootstrap(admin_settings(server))
+    return server
+
+
 def make_bus(server: Server, user: str, **settings: Any) -> EventBus:
     return EventBus(
         NatsSettings(
@@ -163,18 +185,6 @@ async def bus_for(server: Server, user: str, **settings: Any) -> AsyncIterator[E
         await bus.close()
 
 
-class Violations:
-    """Permission errors the server sent to one raw connection (nats-py lowercases them)."""
-
-    def __init__(self) -> None:
-        self.subjects: list[str] = []
-
-    async def on_error(self, exc: Exception) -> None:
-        text = str(exc)
-        if "permissions violation" in text.lower():
-            self.subjects.append(text.rsplit(" to ", 1)[-1].strip().strip('"'))
-
-
 async def raw(server: Server, user: str, violations: Violations) -> Client:
     client: Client = await nats.connect(
         server.url,
@@ -197,7 +207,7 @@ def event_subjects() -> dict[str, tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("user", [*USERS, ADMIN])
 async def test_each_user_publishes_only_its_own_subjects(server: Server, user: str) -> None:
     subjects = event_subjects()
     own = {s for name in OWN_EVENTS[user] for s in subjects[name]}
@@ -232,9 +242,11 @@ async def test_each_user_publishes_only_its_own_subjects(server: Server, user: s
 
 
 async def test_services_run_their_bus_code_within_their_rights(
-    server: Server, caplog: pytest.LogCaptureFixture
+    set_up: Server, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Stream and bucket set-up, events and snapshots, as each service does them."""
+    """Binding to the stream and the bucket, acknowledged events and snapshots, as each
+    service does them (the two controllers read their snapshots back at start)."""
+    server = set_up
     caplog.set_level(logging.WARNING, logger="cdo.bus")
     events = {type(e).__name__: e for e in sample_events()}
     for user in USERS[:-1]:
@@ -242,9 +254,11 @@ async def test_services_run_their_bus_code_within_their_rights(
             await bus.ensure_jetstream()
             for name in sorted(OWN_EVENTS[user]):
                 await bus.publish(events[name])
-            await bus.snapshots(">")
+            assert await bus.acknowledged(5.0)
+            if user in ("domain-controller", "clique-allocator"):
+                await bus.snapshots(">")
     assert [r.getMessage() for r in caplog.records] == []
-    async with bus_for(server, "reader", manage_jetstream=False) as reader:
+    async with bus_for(server, "reader") as reader:
         await reader.ensure_jetstream()
         latest = await reader.snapshots(">")
         assert sorted(type(e).__name__ for e in latest) == sorted(
@@ -260,8 +274,9 @@ async def test_services_run_their_bus_code_within_their_rights(
     assert [r.getMessage() for r in caplog.records] == []
 
 
-@pytest.mark.parametrize("user", USERS)
-async def test_nobody_deletes_the_history(server: Server, user: str) -> None:
+@pytest.mark.parametrize("user", [*USERS, ADMIN])
+async def test_nobody_deletes_the_history(set_up: Server, user: str) -> None:
+    server = set_up
     async with bus_for(server, "domain-controller") as owner:
         await owner.ensure_jetstream()
         await owner.publish(sample_events()[0])
@@ -283,11 +298,13 @@ async def test_nobody_deletes_the_history(server: Server, user: str) -> None:
         await client.close()
 
 
-async def test_reader_cannot_change_the_stream(server: Server) -> None:
-    async with bus_for(server, "domain-controller") as owner:
-        await owner.ensure_jetstream()
+@pytest.mark.parametrize("user", USERS)
+async def test_only_the_nats_bootstrap_changes_the_stream(set_up: Server, user: str) -> None:
+    """Every service's user and the reader are refused updating or creating a stream; the
+    bootstrap's user changes the layout."""
+    server = set_up
     violations = Violations()
-    client = await raw(server, "reader", violations)
+    client = await raw(server, user, violations)
     try:
         js = client.jetstream(timeout=0.5)
         info = await js.stream_info("CDO")
@@ -295,9 +312,15 @@ async def test_reader_cannot_change_the_stream(server: Server) -> None:
         config.max_msgs = 1
         with pytest.raises((nats.errors.TimeoutError, nats.js.errors.Error)):
             await js.update_stream(config)
-        assert violations.subjects == ["$js.api.stream.update.cdo"]
+        with pytest.raises((nats.errors.TimeoutError, nats.js.errors.Error)):
+            await js.add_stream(name="STOLEN", subjects=["stolen.>"])
+        await wait_for(lambda: len(violations.subjects) == 2, what="both refused")
+        assert violations.subjects == ["$js.api.stream.update.cdo", "$js.api.stream.create.stolen"]
+        assert (await js.stream_info("CDO")).config.max_msgs == -1
     finally:
         await client.close()
+    done = await bootstrap(admin_settings(server, stream_max_age_s=3600.0))
+    assert (done.stream, done.bucket) == ("updated", "kept")
 
 
 async def test_prod_config_serves_tls(overlays: dict[str, list[Manifest]], tmp_path: Path) -> None:

@@ -19,6 +19,13 @@ CD, CDO, LEASES = "resource.nvidia.com", "cdo.dev", "coordination.k8s.io"
 WEBHOOKS = "admissionregistration.k8s.io"
 CRDS = "apiextensions.k8s.io"
 AUTHN = "authentication.k8s.io"
+AUTHZ = "authorization.k8s.io"
+METRICS_REVIEWS = (
+    (AUTHN, "tokenreviews", "create"),
+    (AUTHZ, "subjectaccessreviews", "create"),
+)
+"""The runtime's, in every service: who a /metrics caller is and whether it may get /metrics
+(CDO_METRICS_AUTH; ClusterRole cdo-metrics-auth)."""
 
 
 def grants(*rows: tuple[str, str, str]) -> frozenset[Access]:
@@ -38,6 +45,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (DRA, "deviceclasses", "get list watch create patch"),
         (CORE, "events", "create patch"),
         (LEASES, "leases", "get create update"),
+        *METRICS_REVIEWS,
     ),
     "cdo-clique-allocator": grants(
         (CDO, "placements", "get list watch create update patch delete"),
@@ -56,6 +64,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (BATCH, "jobs", "list watch"),
         (CORE, "events", "create patch"),
         (LEASES, "leases", "get create update"),
+        *METRICS_REVIEWS,
     ),
     "cdo-imex-agent": grants(
         (CORE, "nodes", "get list watch patch"),
@@ -63,6 +72,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (DRA, "resourceclaims", "get"),
         (CDO, "placements", "get list"),
         (DRA, "resourceslices", "list create update delete"),
+        *METRICS_REVIEWS,
     ),
     "cdo-health-monitor": grants(
         (CORE, "nodes", "get list watch patch"),
@@ -71,6 +81,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (CORE, "pods/eviction", "create"),
         (DRA, "devicetaintrules", "list watch create patch delete"),
         (DRA, "resourceslices", "list watch"),
+        *METRICS_REVIEWS,
     ),
     "cdo-bootstrap": grants(
         (CORE, "secrets", "get create patch"),
@@ -79,19 +90,22 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (CRDS, "customresourcedefinitions", "get patch"),
         (APPS, "statefulsets", "get patch"),
     ),
-    # components/nats-auth-callout (prod): who a NATS client's token is, nothing else.
-    "cdo-nats-auth": grants((AUTHN, "tokenreviews", "create")),
+    # components/nats-auth-callout (prod): who a NATS client's token is, and the runtime's
+    # metrics reviews; nothing else.
+    "cdo-nats-auth": grants(*METRICS_REVIEWS),
 }
 NATS_AUTH_OVERLAYS = frozenset({"prod"})
 """The overlays with the nats-auth-callout component (and so the cdo-nats-auth account)."""
 
+RUNTIME = ROOT / "shared" / "runtime" / "metricsaccess.py"
+"""What the runtime calls in every service (its /metrics gate)."""
 SOURCES = {
-    "cdo-domain-controller": ROOT / "services" / "domain_controller",
-    "cdo-clique-allocator": ROOT / "services" / "clique_allocator",
-    "cdo-imex-agent": ROOT / "services" / "imex_agent",
-    "cdo-health-monitor": ROOT / "services" / "health_monitor",
-    "cdo-bootstrap": ROOT / "deploy" / "kustomize" / "base" / "bootstrap" / "bootstrap.py",
-    "cdo-nats-auth": ROOT / "services" / "nats_auth",
+    "cdo-domain-controller": (ROOT / "services" / "domain_controller", RUNTIME),
+    "cdo-clique-allocator": (ROOT / "services" / "clique_allocator", RUNTIME),
+    "cdo-imex-agent": (ROOT / "services" / "imex_agent", RUNTIME),
+    "cdo-health-monitor": (ROOT / "services" / "health_monitor", RUNTIME),
+    "cdo-bootstrap": (ROOT / "deploy" / "kustomize" / "base" / "bootstrap" / "bootstrap.py",),
+    "cdo-nats-auth": (ROOT / "services" / "nats_auth", RUNTIME),
 }
 
 NAMESPACED_ONLY = frozenset({"leases", "secrets"})
@@ -145,7 +159,11 @@ def test_no_wildcards_and_no_escalation(overlays: dict[str, list[Manifest]], ove
             continue
         assert "aggregationRule" not in obj
         for rule in obj["rules"]:
-            assert "nonResourceURLs" not in rule
+            if "nonResourceURLs" in rule:
+                # The one non-resource grant: what a scraper of /metrics needs.
+                assert obj["metadata"]["name"] == "cdo-metrics-reader"
+                assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+                continue
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key], (obj["metadata"]["name"], key)
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
@@ -172,7 +190,7 @@ def test_each_account_gets_exactly_the_table(
 
 @pytest.mark.parametrize("account", sorted(EXPECTED))
 def test_the_table_is_what_the_code_calls(account: str) -> None:
-    found = scan([SOURCES[account]])
+    found = scan(SOURCES[account])
     assert found.unexplained == []
     assert found.accesses == EXPECTED[account]
 

@@ -4,6 +4,7 @@ membership reaches the stream and its snapshot; a SIGTERM while NATS is down aga
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
@@ -44,8 +45,10 @@ async def test_it_leads_without_nats_and_catches_up_when_nats_comes(
     assert condition.reason == "WaitingForPlacement"
 
     late.start()
+    # The NATS bootstrap makes the stream and the bucket; the controller only binds to them.
+    await asyncio.to_thread(late.set_up_jetstream)
     reader = EventBus(
-        NatsSettings(url=late.url, max_reconnect_attempts=1, manage_jetstream=False),
+        NatsSettings(url=late.url, max_reconnect_attempts=1),
         service="test",
         instance="reader",
         metrics=Metrics(),
@@ -59,7 +62,7 @@ async def test_it_leads_without_nats_and_catches_up_when_nats_comes(
             key = DOMAIN_SNAPSHOT.render(namespace=NAMESPACE, name="dark")
             try:
                 events = await reader.snapshots(key)
-            except BusUnavailableError:  # the controller has not made the bucket yet
+            except BusUnavailableError:  # the reader's feed is not set up yet
                 return None
             found = [e for e in events if isinstance(e, DomainMembershipChanged)]
             return found[0] if found else None

@@ -6,6 +6,7 @@ issues and reviews the ServiceAccount tokens, over real HTTP with authentication
   authenticator's own ServiceAccount, allowed only to create TokenReviews;
 - ``callout``: nats-server running the nats-auth-callout component's auth.conf, and the
   authenticator answering its requests with its own identity's API client (sim/natsauth.py);
+  the stream and the bucket made by the NATS bootstrap's identity, through the policy;
 - ``Cluster.token``: a TokenRequest for the ``nats`` audience, bound to a pod on a node.
 """
 
@@ -28,7 +29,13 @@ NAMESPACE = "cdo-system"
 READERS_NAMESPACE = "schedulers"
 NODE_A = "node-a"
 NODE_B = "gb200-r1-n02.example"
-SERVICES = ("cdo-imex-agent", "cdo-health-monitor", "cdo-domain-controller", "cdo-clique-allocator")
+SERVICES = (
+    "cdo-imex-agent",
+    "cdo-health-monitor",
+    "cdo-domain-controller",
+    "cdo-clique-allocator",
+    "cdo-nats-bootstrap",
+)
 AUTHENTICATOR = "cdo-nats-auth"
 CALLOUT_PASSWORD = "callout-password"
 
@@ -112,7 +119,15 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 
 
 @pytest.fixture
-async def callout(cluster: Cluster, tmp_path: Path) -> AsyncIterator[CalloutNats]:
+def readers() -> tuple[str, ...]:
+    """The authenticator's readers (CDO_NATS_AUTH_READERS); override in a module."""
+    return (f"{READERS_NAMESPACE}/dashboard",)
+
+
+@pytest.fixture
+async def callout(
+    cluster: Cluster, tmp_path: Path, readers: tuple[str, ...]
+) -> AsyncIterator[CalloutNats]:
     admin_client = await KubeClient.connect(kubeconfig=cluster.kube.kubeconfig)
     nats = CalloutNats(
         admin=admin_client,
@@ -120,11 +135,12 @@ async def callout(cluster: Cluster, tmp_path: Path) -> AsyncIterator[CalloutNats
         ca_pem=cluster.kube.ca_pem,
         store_dir=tmp_path / "nats",
         namespace=NAMESPACE,
-        readers=(f"{READERS_NAMESPACE}/dashboard",),
+        readers=readers,
         workers=4,
     )
     try:
         await nats.start()
+        await nats.set_up_jetstream()
         yield nats
     finally:
         await nats.stop()

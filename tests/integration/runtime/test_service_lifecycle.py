@@ -102,6 +102,7 @@ def test_a_service_is_ready_without_nats_and_its_events_follow_when_nats_comes(
         assert service.returncode is None
 
         late_server.start()
+        late_server.set_up_jetstream()
         wait_for_sync(
             lambda: readyz(port) == {"ready": True, "failing": [], "degraded": []},
             timeout=20,

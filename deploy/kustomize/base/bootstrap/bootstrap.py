@@ -146,7 +146,7 @@ class BootstrapSettings(Settings, frozen=True, kw_only=True):
         False
     )
     nats_users: Annotated[str, Meta(description="NATS users, comma separated.")] = (
-        "domain-controller,clique-allocator,imex-agent,health-monitor,reader"
+        "nats-bootstrap,domain-controller,clique-allocator,imex-agent,health-monitor,reader"
     )
     nats_auth_callout: Annotated[
         bool, Meta(description="Make the auth callout's issuer key and its user's password.")
