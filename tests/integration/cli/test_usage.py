@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
+from cli.main import main
 from sim.natsserver import free_port
 from tests.integration.cli.conftest import cdo, dead_kubeconfig
 

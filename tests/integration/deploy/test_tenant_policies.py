@@ -216,7 +216,11 @@ async def test_the_health_monitor_evicts_only_pods_bound_to_its_node(
     emulator: KubeServer, install: Install
 ) -> None:
     async with bearer(emulator, install.monitor_a) as http:
-        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "on-b"}}
+        eviction: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "on-b"},
+        }
         status, body, _ = await http.request("POST", f"{PODS}/on-b/eviction", json=eviction)
         assert status == 403, body["message"]
         assert refusal(body, "cdo-node-evictions") == (

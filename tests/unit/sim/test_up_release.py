@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
+from cli.main import main
 
 
 @pytest.mark.parametrize(
