@@ -31,6 +31,7 @@ from sim.demo.monitor import StoryError
 from sim.demo.screen import Screen
 from sim.demo.story import Timeouts, tell
 from sim.demo.summary import Summary, keep_lines, summary_lines
+from sim.demo.uipage import UiPage, UiPageError, start_ui_page
 
 UP_TIMEOUT_S = 300.0
 """For each start-up step: starting 36 nodes' services takes a minute or two on a busy machine."""
@@ -57,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="NATS identities (cdo sim up --nats-auth): every service with its own token, the "
         "demo's event feed as a reader",
+    )
+    parser.add_argument(
+        "--ui",
+        action="store_true",
+        help="also serve the live topology page (cdo ui) for the demo's cluster and print its "
+        "address",
     )
     parser.add_argument(
         "--step-timeout",
@@ -94,6 +101,7 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
     tracer = provider.get_tracer("cdo.demo")
     exported = export_configured()
     running: Running | None = None
+    page: UiPage | None = None
     keep = False
     _interrupt_on_sigterm()
     try:
@@ -122,6 +130,14 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
             screen.note(
                 "processes: " + ", ".join(f"{name} {pid}" for name, pid in running.pids.items())
             )
+            if args.ui:
+                page = start_ui_page(
+                    kubeconfig=running.kubeconfig,
+                    nats_url=running.nats_url,
+                    nats_token_file=running.nats_token_file,
+                    log=state_dir / "logs" / "ui.log",
+                )
+                screen.note(f"the topology page: {page.url} (open it beside the story)")
             summary = asyncio.run(
                 tell(running, screen=screen, tracer=tracer, timeouts=Timeouts(args.step_timeout))
             )
@@ -130,6 +146,12 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
                 keep = True
                 _show_summary(screen, summary)
                 screen.heading("the cluster keeps running")
+                if page is not None:
+                    screen.note(
+                        f"the topology page stays at {page.url} (process {page.process.pid}; "
+                        f"kill {page.process.pid} stops it)"
+                    )
+                    page = None
                 for line in keep_lines(
                     kubeconfig=running.kubeconfig,
                     nats_url=running.nats_url,
@@ -144,7 +166,7 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
                 running = None
             _show_summary(screen, summary)
             return 0
-    except BringUpError as exc:
+    except (BringUpError, UiPageError) as exc:
         _show_failure(screen, str(exc), ())
         return 1
     except StoryError as exc:
@@ -155,6 +177,8 @@ def run(args: argparse.Namespace, screen: Screen) -> int:
         keep = False
         return 130
     finally:
+        if page is not None:
+            page.stop()
         if running is not None and not keep:
             _stop(screen, running)
         provider.shutdown()  # sends the spans still buffered

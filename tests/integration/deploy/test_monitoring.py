@@ -186,3 +186,53 @@ def test_promtool_finds_a_broken_rule(monitoring: list[Manifest], tmp_path: Path
     path.write_text(yaml.safe_dump({"groups": groups}))
     status, output = promtool.run("check", "rules", str(path))
     assert status != 0 and "parse error" in output
+
+
+RUNBOOKS = HERE.parents[2] / "docs" / "runbooks.md"
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    return {
+        re.sub(r"[^a-z0-9 _-]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in markdown.splitlines()
+        if line.startswith("#")
+    }
+
+
+def test_every_alert_has_a_runbook_that_exists(monitoring: list[Manifest]) -> None:
+    written = anchors(RUNBOOKS.read_text())
+    for rule in rules(monitoring):
+        url = rule["annotations"]["runbook_url"]
+        path, _, anchor = url.partition("#")
+        assert path == "docs/runbooks.md" and anchor == rule["alert"].lower(), url
+        assert anchor in written, f"{rule['alert']}: docs/runbooks.md has no section {anchor}"
+    # The two outages an operator must hear of.
+    assert {"CdoWebhookUnreachable", "CdoEventFeedDown"} <= {r["alert"] for r in rules(monitoring)}
+
+
+def test_the_dashboard_has_variables_a_state_timeline_and_fault_annotations(
+    monitoring: list[Manifest],
+) -> None:
+    board = dashboard(monitoring)
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert list(variables) == ["datasource", "cluster", "clique", "node"]
+    for name in ("cluster", "clique", "node"):
+        assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
+    # Every query follows the cluster variable; node and clique series their own too.
+    for title, expr in panel_expressions(board):
+        assert 'cluster=~"$cluster"' in expr, title
+        if "cdo_clique_" in expr:
+            assert 'clique=~"$clique"' in expr, title
+        if "cdo_imex_ready" in expr or "cdo_health_" in expr:
+            assert 'node=~"$node"' in expr, title
+    timelines = {p["title"]: p for p in board["panels"] if p["type"] == "state-timeline"}
+    assert sorted(timelines) == ["IMEX readiness per node", "Node health (fault taint per node)"]
+    exprs = " ".join(t["expr"] for p in timelines.values() for t in p["targets"])
+    assert "cdo_health_taint" in exprs and "cdo_imex_ready" in exprs
+    exported = exported_names()
+    annotations = board["annotations"]["list"]
+    assert [a["name"] for a in annotations] == ["Fault episodes", "Recoveries"]
+    for annotation in annotations:
+        for name in METRIC.findall(annotation["expr"]):
+            assert name in exported, (annotation["name"], name)

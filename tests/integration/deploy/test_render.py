@@ -492,8 +492,21 @@ def test_dev_traces_to_jaeger_and_prod_does_not(overlays: dict[str, list[Manifes
     service = find(dev, "Service", "cdo-jaeger")
     ports = {p["port"] for p in service["spec"]["ports"]}
     assert endpoint == "http://cdo-jaeger:4318" and 4318 in ports
-    find(dev, "Deployment", "cdo-jaeger")
+    jaeger = find(dev, "Deployment", "cdo-jaeger")
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in common_env(overlays["prod"])
+    # Jaeger v2, the maintained line: one image configured by its YAML, OTLP/HTTP on 4318 and
+    # its health on the port the probes ask.
+    main = container(jaeger)
+    name, _, tag = main["image"].rpartition(":")
+    assert name == "docker.io/jaegertracing/jaeger" and tag.startswith("2.")
+    config_map = generated(dev, "ConfigMap", "cdo-jaeger-config")
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
+    health = config["extensions"]["healthcheckv2"]["http"]["endpoint"].rpartition(":")[2]
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert main["livenessProbe"]["httpGet"] == {"path": "/status", "port": "health"}
+    assert ports["health"] == int(health)
+    assert config["service"]["pipelines"]["traces"]["receivers"] == ["otlp"]
 
 
 def test_prod_turns_tls_on(overlays: dict[str, list[Manifest]]) -> None:
