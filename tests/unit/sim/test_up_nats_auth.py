@@ -13,7 +13,6 @@ from cli.main import main
     ("extra", "message"),
     [
         (["--nats-url", "nats://127.0.0.1:1"], "--nats-auth starts its own nats-server"),
-        (["--no-services"], "--nats-auth needs the control plane"),
     ],
 )
 def test_nats_auth_refuses_what_it_cannot_run(
