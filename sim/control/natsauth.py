@@ -77,7 +77,9 @@ def callout_keys(state_dir: Path) -> CalloutKeys:
     return CalloutKeys(
         seed_file=path,
         issuer=Signer.from_seed(seed).public_key,
-        password=secrets.token_urlsafe(24),
+        # A leading letter: nats-server reads the variable as a config value, and one that
+        # starts with digits and a dash is parsed as a date and refused.
+        password="p" + secrets.token_urlsafe(24),
     )
 
 

@@ -402,7 +402,9 @@ class Bootstrap:
         if not missing:
             return
         for user in missing:
-            data[user] = secrets.token_urlsafe(32).encode()
+            # A leading letter: nats-server reads the password as a config value, and one
+            # that starts with digits and a dash is parsed as a date and refused.
+            data[user] = ("p" + secrets.token_urlsafe(32)).encode()
         await self._write_secret(NATS_USERS_SECRET, data, kind="Opaque", exists=current is not None)
 
     async def nats_auth_issuer(self) -> None:
