@@ -503,9 +503,9 @@ def test_dev_traces_to_jaeger_and_prod_does_not(overlays: dict[str, list[Manifes
     config = yaml.safe_load(config_map["data"]["config.yaml"])
     assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
     health = config["extensions"]["healthcheckv2"]["http"]["endpoint"].rpartition(":")[2]
-    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    named_ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert main["livenessProbe"]["httpGet"] == {"path": "/status", "port": "health"}
-    assert ports["health"] == int(health)
+    assert named_ports["health"] == int(health)
     assert config["service"]["pipelines"]["traces"]["receivers"] == ["otlp"]
 
 
