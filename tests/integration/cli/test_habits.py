@@ -186,3 +186,32 @@ async def test_status_watch_prints_the_report_again_when_it_changes(
         process.send_signal(signal.SIGINT)
         await process.wait()
     assert process.returncode == 130
+
+
+@pytest.mark.asyncio
+async def test_top_cliques_watch_prints_the_table_again_when_capacity_changes(
+    emulator: KubeServer, kube_client: KubeClient, tmp_path: Path
+) -> None:
+    await cluster(kube_client)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cli", "top", "cliques", "-w",
+        "-o", "jsonpath={.cliques[*].gpus_free}", *args(emulator, tmp_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=environment(),
+    )  # fmt: skip
+    assert process.stdout is not None
+    stdout = process.stdout
+    try:
+
+        async def next_report() -> str:
+            line: bytes = await asyncio.wait_for(stdout.readline(), 30)
+            return line.decode().rstrip("\n")
+
+        assert await next_report() == "4 4"
+        # A fourth tray joins clique B: its four GPUs are free.
+        await objects.node(kube_client, "b2", B, fault=False)
+        while (report := await next_report()) != "4 8":  # each read is bounded (30 s)
+            assert report.startswith("-- ") or report == "4 4", report
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()
+    assert process.returncode == 130
