@@ -60,7 +60,14 @@ from services.clique_allocator.records import spec_body
 from services.imex_agent import AgentSettings, ImexAgent
 from services.imex_agent.settings import DraSettings, ImexSettings
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, PlacementSlice, PlacementSpec, install_crds
-from shared.crds.names import CLIQUE_LABEL, DOMAIN_LABEL, DOMAIN_UID_LABEL, DRIVER_NAME
+from shared.crds.names import (
+    ALLOCATOR_USER,
+    CLIQUE_LABEL,
+    DOMAIN_LABEL,
+    DOMAIN_UID_LABEL,
+    DRIVER_NAME,
+    WRITTEN_BY_ANNOTATION,
+)
 from shared.crds.placement import PlacedPod, SliceMember
 from shared.kube.client import KubeClient
 from shared.kube.informer import InformerSettings
@@ -298,6 +305,8 @@ class Bench:
                 "metadata": {
                     "name": name,
                     "namespace": NAMESPACE,
+                    # Signed as the allocator signs its writes: the agent grants nothing else.
+                    "annotations": {WRITTEN_BY_ANNOTATION: ALLOCATOR_USER},
                     "ownerReferences": [
                         {
                             "apiVersion": COMPUTE_DOMAINS.api_version,

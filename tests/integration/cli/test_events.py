@@ -119,9 +119,13 @@ async def test_follow_prints_new_events_until_interrupted(
             await process.wait()
 
 
-async def test_a_server_without_cdo_stream_is_a_failure(
-    nats_server: NatsServer, tmp_path: Path
-) -> None:
-    result = await acdo("events", "--nats-url", nats_server.url, "--state-dir", str(tmp_path))
+async def test_a_server_without_cdo_stream_is_a_failure(tmp_path: Path) -> None:
+    # A bare server: the nats_server fixture has the stream the NATS bootstrap makes.
+    bare = NatsServer(store_dir=tmp_path / "nats")
+    bare.start()
+    try:
+        result = await acdo("events", "--nats-url", bare.url, "--state-dir", str(tmp_path))
+    finally:
+        bare.stop()
     assert result.code == 1
     assert "NATS has no stream CDO" in result.stderr
