@@ -95,7 +95,7 @@ def test_bash_sources_the_script_and_completes(tmp_path: Path) -> None:
     assert complete(script, "cdo", "ex") == ["explain"]
     assert complete(script, "cdo", "top", "") == [
         "--help", "--state-dir", "--kubeconfig", "--context", "--nats-url", "--verbose",
-        "cliques", "--output",
+        "cliques", "--output", "--no-headers", "--watch",
     ]  # fmt: skip
     assert complete(script, "cdo", "status", "-o", "") == ["json", "yaml", "wide", "name"]
     assert complete(script, "cdo", "sim", "fault", "n1", "--x") == ["--xid"]
