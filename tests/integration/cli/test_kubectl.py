@@ -97,6 +97,8 @@ def test_bash_sources_the_script_and_completes(tmp_path: Path) -> None:
         "--help", "--state-dir", "--kubeconfig", "--context", "--nats-url", "--verbose",
         "cliques", "--output", "--no-headers", "--watch",
     ]  # fmt: skip
-    assert complete(script, "cdo", "status", "-o", "") == ["json", "yaml", "wide", "name"]
+    assert complete(script, "cdo", "status", "-o", "") == [
+        "json", "yaml", "wide", "name", "jsonpath=", "custom-columns=",
+    ]  # fmt: skip
     assert complete(script, "cdo", "sim", "fault", "n1", "--x") == ["--xid"]
     assert complete(script, "kubectl-cdo", "explain", "--all") == ["--all-namespaces"]
