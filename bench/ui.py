@@ -1,10 +1,11 @@
 """How fast ``cdo ui`` paints, in a real headless Chromium (Debian's, driven by Playwright).
 
 Everything runs as separate processes: the API emulator (``python -m sim.kubeapi``) with cdo's
-CRDs, a nats-server with cdo's stream, and ``cdo ui`` (``python -m cli ui``). The cluster's
-objects are created directly in the emulator, as the services would write them, without running
-per-node services: Nodes with their clique labels, IMEX slot annotations and GPU capacity, one
-ComputeDomain and Placement per rack holding half its GPUs.
+CRDs, a nats-server with cdo's stream (made by the NATS bootstrap, as in an install), and ``cdo
+ui`` (``python -m cli ui``). The cluster's objects are created directly in the emulator, as the
+services would write them, without running per-node services: Nodes with their clique labels,
+IMEX slot annotations and GPU capacity, one ComputeDomain and Placement per rack holding half
+its GPUs.
 
 - **event to paint** (2 racks, ``--events`` times): a ``NodeFault`` for one GPU is published on
   NATS (as the health monitor publishes it); the page's ``MutationObserver`` sees the GPU turn
@@ -41,6 +42,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from bench.controller import start_emulator
 from bench.health import percentile
+from services.nats_bootstrap import bootstrap
 from shared.bus import EventBus, NatsSettings
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
 from shared.crds.names import (
@@ -236,6 +238,8 @@ async def measure(args: argparse.Namespace) -> list[tuple[str, str]]:
             tracer=TracerProvider().get_tracer("bench"),
         )
         try:
+            # The stream the page's feed reads is made by the NATS bootstrap, as in an install.
+            await bootstrap(NatsSettings(url=nats.url))
             await bus.connect()
             await bus.ensure_jetstream()
             async with browser() as context:
