@@ -37,7 +37,7 @@ from shared.kube.meta import KubeObject
 from shared.kube.reconcile import ReconcileRunner, Result
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import CERTIFICATE_SIGNING_REQUESTS as CSRS
-from shared.kube.resources import CONFIG_MAPS, SECRETS, Resource
+from shared.kube.resources import CONFIG_MAPS, SECRETS
 from shared.kube.workqueue import WorkQueue
 from shared.metrics import Metrics
 
@@ -152,7 +152,10 @@ class ImexSigner:
 
     async def _sign(self, csr: Csr) -> Result:
         try:
-            ca = ca_from_secret(self._namespace, await self._data(SECRETS, imexcert.CA_SECRET))
+            raw = await self._client.get_or_none(
+                SECRETS, imexcert.CA_SECRET, namespace=self._namespace
+            )
+            ca = ca_from_secret(self._namespace, _data(raw, decode=True))
         except MissingCaError as exc:
             log.error("cannot sign IMEX certificates", extra={"error": str(exc)})
             await self._recorder.record(
@@ -176,16 +179,17 @@ class ImexSigner:
         return Result()
 
     async def _revoked(self) -> dict[str, str]:
-        return (await self._data(CONFIG_MAPS, imexcert.REVOCATIONS_CONFIGMAP, decode=False)) or {}
+        raw = await self._client.get_or_none(
+            CONFIG_MAPS, imexcert.REVOCATIONS_CONFIGMAP, namespace=self._namespace
+        )
+        return _data(raw, decode=False) or {}
 
-    async def _data(
-        self, resource: Resource, name: str, *, decode: bool = True
-    ) -> dict[str, Any] | None:
-        """A Secret's decoded or a ConfigMap's ``data`` (None: no such object)."""
-        raw = await self._client.get_or_none(resource, name, namespace=self._namespace)
-        if raw is None:
-            return None
-        data = _decode_object.decode(raw).data
-        if not decode:
-            return dict(data)
-        return {key: base64.b64decode(value) for key, value in data.items()}
+
+def _data(raw: bytes | None, *, decode: bool) -> dict[str, Any] | None:
+    """A Secret's decoded or a ConfigMap's ``data`` (None: no such object)."""
+    if raw is None:
+        return None
+    data = _decode_object.decode(raw).data
+    if not decode:
+        return dict(data)
+    return {key: base64.b64decode(value) for key, value in data.items()}
