@@ -15,11 +15,13 @@ the domains' state in Kubernetes (and a domain that vanished meanwhile gets its 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 
 from services.domain_controller.caches import Caches
 from services.domain_controller.deviceclass import DeviceClassReconciler
 from services.domain_controller.gauges import DomainGauges
+from services.domain_controller.imexsigner import ImexSigner
 from services.domain_controller.membership import Ledger
 from services.domain_controller.orphans import collect_orphans
 from services.domain_controller.reconciler import DomainReconciler
@@ -27,6 +29,7 @@ from services.domain_controller.routing import DEVICE_CLASS_KEY, connect
 from services.domain_controller.settings import DomainControllerSettings
 from services.domain_controller.writes import DomainWrites
 from shared.crds.computedomain import ComputeDomain
+from shared.crds.names import service_account_user
 from shared.errors import BusUnavailableError
 from shared.events.subjects import DOMAIN_SNAPSHOT
 from shared.kube.client import KubeClient
@@ -77,6 +80,20 @@ class DomainController(LeaderElectedController):
         )
         self.domain_runner = self.reconcile_runner(
             "computedomains", self.domains, self.reconciler.reconcile
+        )
+        self.imex_signer = (
+            ImexSigner(
+                self.leader_client,
+                namespace=settings.lease.namespace,
+                agent_user=service_account_user(
+                    settings.lease.namespace, settings.imex_signer.agent_service_account
+                ),
+                lifetime=dt.timedelta(seconds=settings.imex_signer.lifetime_s),
+                recorder=self.event_recorder(COMPONENT),
+                metrics=ctx.metrics,
+            )
+            if settings.imex_signer.enabled
+            else None
         )
         self.device_class_runner = self.reconcile_runner(
             "deviceclasses",
@@ -139,3 +156,5 @@ class DomainController(LeaderElectedController):
         async with asyncio.TaskGroup() as loops:
             loops.create_task(self.domain_runner.run(), name="computedomains reconcile")
             loops.create_task(self.device_class_runner.run(), name="deviceclasses reconcile")
+            if self.imex_signer is not None:
+                loops.create_task(self.imex_signer.run(), name="imex certificate signer")

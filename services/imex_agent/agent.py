@@ -35,8 +35,10 @@ from services.imex_agent.checkpoint import CheckpointStore
 from services.imex_agent.claims import ClaimResolver
 from services.imex_agent.daemon import DaemonController
 from services.imex_agent.driver import ChannelDriver
+from services.imex_agent.imexconfig import ImexPaths
 from services.imex_agent.membership import CliqueMembership
 from services.imex_agent.metrics import AgentMetrics
+from services.imex_agent.nodecert import NodeCertificates
 from services.imex_agent.readiness import ReadinessSignal, readiness_of
 from services.imex_agent.reporter import StatusReporter
 from services.imex_agent.resourceslice import SlicePublisher
@@ -111,6 +113,19 @@ class ImexAgent:
             base_metrics=metrics,
             on_change=self._members_changed,
         )
+        # The node's own IMEX certificate, when a signer issues it (nodecert.py).
+        self.certificates = (
+            NodeCertificates(
+                client,
+                node=self.node,
+                directory=ImexPaths(directory=settings.imex.directory).tls_dir,
+                signer=settings.imex.cert_signer,
+                on_renewed=lambda: self.controller.credentials_renewed(),
+            )
+            if settings.imex.cert_signer
+            else None
+        )
+        certificates = self.certificates
         self.controller = DaemonController(
             node=self.node,
             address=self.address,
@@ -119,6 +134,7 @@ class ImexAgent:
             target=self.membership.target,
             metrics=self.metrics,
             on_change=self._controller_changed,
+            credentials_ready=certificates.ready if certificates is not None else lambda: True,
         )
         # What prepare waits on: told of every controller change and every new report.
         self.readiness = ReadinessSignal(
@@ -225,6 +241,8 @@ class ImexAgent:
                 group.create_task(self._nvml_loop(), name=f"{self.node} nvml")
                 group.create_task(self.membership.run(group), name=f"{self.node} roster")
                 group.create_task(self.controller.run(), name=f"{self.node} imex daemon")
+                if self.certificates is not None:
+                    group.create_task(self.certificates.run(), name=f"{self.node} imex certificate")
                 group.create_task(self.reporter.run(), name=f"{self.node} imex status")
                 group.create_task(self.slices.run(), name=f"{self.node} resourceslice")
                 group.create_task(self.plugin.run(), name=f"{self.node} kubelet plugin")

@@ -3,9 +3,10 @@
 Keys follow NVIDIA's IMEX configuration guide. The daemon runs in the foreground, a child of
 the agent or of the IMEX launcher, so ``DAEMONIZE=0``; peers and the command service bind to the
 node's own address; the command service is on, because the agent asks it through
-``nvidia-imex-ctl``. With a TLS directory (a mounted Secret holding ``tls.key``, ``tls.crt``,
-``ca.crt``) peer connections use mutual TLS, one certificate serving as both server and client
-identity.
+``nvidia-imex-ctl``. With a certificate signer (``cert_signer``: the node's own key and
+certificate in ``<config_dir>/tls``, the CA in ``ca_file``) or a TLS directory (a mounted Secret
+holding ``tls.key``, ``tls.crt``, ``ca.crt``) peer connections use mutual TLS, one certificate
+serving as both server and client identity.
 """
 
 from __future__ import annotations
@@ -39,9 +40,25 @@ class ImexPaths(msgspec.Struct, frozen=True, kw_only=True):
         return self.directory / "nvidia-imex.pid"
 
     @property
+    def tls_dir(self) -> Path:
+        """The node's own key and certificate (with a certificate signer)."""
+        return self.directory / "tls"
+
+    @property
     def output(self) -> Path:
         """Where the daemon's stdout and stderr go."""
         return self.directory / "nvidia-imex.out"
+
+
+def tls_files(settings: ImexSettings, paths: ImexPaths) -> tuple[str, str, str] | None:
+    """Key, certificate and CA files of the daemon's TLS (None: no TLS)."""
+    if settings.cert_signer:
+        own = paths.tls_dir
+        return str(own / TLS_KEY), str(own / TLS_CERT), settings.ca_file
+    if settings.tls_dir:
+        tls = Path(settings.tls_dir)
+        return str(tls / TLS_KEY), str(tls / TLS_CERT), str(tls / TLS_CA)
+    return None
 
 
 def render_config(*, settings: ImexSettings, address: str, paths: ImexPaths) -> str:
@@ -58,18 +75,19 @@ def render_config(*, settings: ImexSettings, address: str, paths: ImexPaths) -> 
         ("IMEX_CMD_BIND_INTERFACE_IP", address),
         ("IMEX_CMD_PORT", str(settings.cmd_port)),
     ]
-    if settings.tls_dir:
-        tls = Path(settings.tls_dir)
+    files = tls_files(settings, paths)
+    if files is not None:
+        key, cert, ca = files
         values += [
             ("IMEX_ENABLE_AUTH_ENCRYPTION", "1"),
             ("IMEX_AUTH_ENCRYPTION_MODE", "SSL_TLS"),
             ("IMEX_AUTH_SOURCE", "FILE"),
-            ("IMEX_SERVER_KEY", str(tls / TLS_KEY)),
-            ("IMEX_SERVER_CERT", str(tls / TLS_CERT)),
-            ("IMEX_SERVER_CERT_AUTH", str(tls / TLS_CA)),
-            ("IMEX_CLIENT_KEY", str(tls / TLS_KEY)),
-            ("IMEX_CLIENT_CERT", str(tls / TLS_CERT)),
-            ("IMEX_CLIENT_CERT_AUTH", str(tls / TLS_CA)),
+            ("IMEX_SERVER_KEY", key),
+            ("IMEX_SERVER_CERT", cert),
+            ("IMEX_SERVER_CERT_AUTH", ca),
+            ("IMEX_CLIENT_KEY", key),
+            ("IMEX_CLIENT_CERT", cert),
+            ("IMEX_CLIENT_CERT_AUTH", ca),
         ]
         if settings.tls_target_override:
             values.append(("IMEX_SECURITY_TARGET_OVERRIDE", settings.tls_target_override))

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from shared.crds.names import ALLOCATOR_USER
+from shared.errors import ConfigError
 from shared.kube.informer import InformerSettings
 from shared.kube.settings import ApiSettings, KubeAccessSettings
 from shared.settings import INLINE, Settings, describe_table, load_settings
@@ -86,6 +87,22 @@ class ImexSettings(Settings, frozen=True, kw_only=True):
         Meta(
             description="Directory of a mounted TLS Secret (tls.key, tls.crt, ca.crt): turns on "
             "IMEX_ENABLE_AUTH_ENCRYPTION with SSL_TLS; empty: no encryption.",
+        ),
+    ] = ""
+    cert_signer: Annotated[
+        str,
+        Meta(
+            description="Signer of this node's own IMEX certificate (cdo.dev/imex): the agent "
+            "makes its key on the node, requests the certificate with a "
+            "CertificateSigningRequest, renews it, and turns on IMEX_ENABLE_AUTH_ENCRYPTION with "
+            "<config_dir>/tls/tls.key and tls.crt and the CA in ca_file; empty: tls_dir decides.",
+        ),
+    ] = ""
+    ca_file: Annotated[
+        str,
+        Meta(
+            description="The IMEX CA certificate peers are checked against, with cert_signer "
+            "(the imex-tls component mounts Secret cdo-imex-ca's tls.crt).",
         ),
     ] = ""
     tls_target_override: Annotated[
@@ -302,7 +319,13 @@ class AgentSettings(KubeAccessSettings, frozen=True, kw_only=True):
 
 def load(environ: Mapping[str, str] | None = None) -> AgentSettings:
     """Read the settings; ConfigError names the variable that is wrong."""
-    return load_settings(AgentSettings, prefix=ENV_PREFIX, environ=environ)
+    settings = load_settings(AgentSettings, prefix=ENV_PREFIX, environ=environ)
+    if settings.imex.cert_signer and not settings.imex.ca_file:
+        raise ConfigError(
+            f"{ENV_PREFIX}IMEX_CA_FILE: required when {ENV_PREFIX}IMEX_CERT_SIGNER is set (the "
+            "IMEX CA certificate peers are checked against)"
+        )
+    return settings
 
 
 def describe() -> str:

@@ -42,6 +42,14 @@ NODES = core("nodes", "Node", namespaced=False)
 PODS = core("pods", "Pod")
 EVENTS = core("events", "Event")
 CONFIG_MAPS = core("configmaps", "ConfigMap")
+SECRETS = core("secrets", "Secret")
+CERTIFICATE_SIGNING_REQUESTS = Resource(
+    group="certificates.k8s.io",
+    version="v1",
+    plural="certificatesigningrequests",
+    kind="CertificateSigningRequest",
+    namespaced=False,
+)
 LEASES = Resource(
     group="coordination.k8s.io", version="v1", plural="leases", kind="Lease", namespaced=True
 )

@@ -57,6 +57,7 @@ class DaemonController:
         target: Callable[[], Target],
         metrics: AgentMetrics,
         on_change: Callable[[], None] = lambda: None,
+        credentials_ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._node = node
@@ -66,6 +67,7 @@ class DaemonController:
         self._target = target
         self._metrics = metrics
         self._on_change = on_change
+        self._credentials_ready = credentials_ready
         self._clock = clock
         self.paths = ImexPaths(directory=settings.directory)
         self.hosts_file = Path(settings.hosts_file)
@@ -128,6 +130,13 @@ class DaemonController:
         return self._left_since is not None
 
     def wake(self) -> None:
+        self._wake.set()
+
+    def credentials_renewed(self) -> None:
+        """The node's IMEX key and certificate were replaced: a running daemon owes a SIGUSR1
+        (it reloads them), a daemon waiting for them may start."""
+        if self._running is not None:
+            self._signal.owe()
         self._wake.set()
 
     # -- adoption ---------------------------------------------------------------------------------
@@ -273,6 +282,14 @@ class DaemonController:
             return settings.poll_interval_s
         if settings.foreign_check and await self._foreign(roster.clique):
             return settings.poll_interval_s
+        if not self._credentials_ready():
+            self._set_state(
+                Phase.WAITING,
+                clique=roster.clique,
+                detail="waiting for this node's IMEX certificate (CertificateSigningRequest "
+                "for the cdo signer)",
+            )
+            return None
         hosts = served_hosts(
             roster,
             empty=settings.empty_slot_address,

@@ -79,6 +79,10 @@ class HostsSignal:
             )
         return msgspec.structs.replace(running, hosts=hosts, roster=roster)
 
+    def owe(self) -> None:
+        """The daemon's TLS credentials were replaced: a SIGUSR1 is owed (IMEX reloads them)."""
+        self._pending = True
+
     def signal_if_due(self, process: ImexProcess | None, now: float) -> float | None:
         """SIGUSR1 for a pending hosts change when IMEX takes one; seconds until then, or None."""
         if not self._pending:
@@ -96,7 +100,10 @@ class HostsSignal:
         self._pending = False
         self.count += 1
         self._metrics.daemon_reloads.inc()
-        log.info("sent SIGUSR1 to nvidia-imex: hosts mapping changed", extra={"pid": process.pid})
+        log.info(
+            "sent SIGUSR1 to nvidia-imex: hosts mapping or credentials changed",
+            extra={"pid": process.pid},
+        )
         self._on_change()
         return None
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sim.kubeapi.auth import identity, reviews
+from sim.kubeapi.auth import identity, reviews, signers
 from sim.kubeapi.auth.attributes import Attributes, forbidden, non_resource
 from sim.kubeapi.auth.authenticator import Authenticator
 from sim.kubeapi.auth.identity import UserInfo
@@ -29,7 +29,7 @@ from sim.kubeapi.auth.tokens import ServiceAccountTokens
 from sim.kubeapi.auth.usage import AccessUsage
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.http.routing import ResourcePath
-from sim.kubeapi.machinery import codec
+from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.storage.store import Store
 
 USER_KEY = web.RequestKey("cdo.user", UserInfo)
@@ -96,6 +96,33 @@ class Access:
                 name=name,
             )
         )
+
+    def check_signer(
+        self, request: web.Request, *, verb: str, csr_name: str, signer_name: str
+    ) -> None:
+        """The CSR signer check (:mod:`sim.kubeapi.auth.signers`) when enforced."""
+        if not self.enforced:
+            return
+        user = request.get(USER_KEY, identity.UNCHECKED)
+
+        def allowed(attrs: Attributes) -> bool:
+            if not self.authorizer.authorize(attrs).allowed:
+                return False
+            self.usage.allowed(attrs)
+            return True
+
+        try:
+            signers.check_signer(
+                allowed, user=user, verb=verb, csr_name=csr_name, signer_name=signer_name
+            )
+        except errors.ApiError as denied:
+            self.usage.denied(
+                Attributes(
+                    user=user, verb=verb, group=signers.GROUP, resource="signers", name=signer_name
+                ),
+                denied.message,
+            )
+            raise
 
     def _check(self, attrs: Attributes) -> None:
         decision = self.authorizer.authorize(attrs)

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from sim.kubeapi.auth import bootstrap
+from sim.kubeapi.auth import bootstrap, signers
 from sim.kubeapi.auth.jwt import Signer
 from sim.kubeapi.cluster.controllers import Controllers
 from sim.kubeapi.cluster.eviction import evict
@@ -318,6 +318,8 @@ class ApiServer:
             body = await request_body(request)
             result = await self.engine.create(rt, namespace=namespace or "", body=body, opts=opts)
             return self._result(rt, result, rep)
+        if method in ("PUT", "PATCH") and name is not None:
+            await self._check_signer(request, rt, info.subresource, name)
         if method == "PUT":
             if name is None:
                 raise errors.method_not_allowed(rt.plural, rt.group, "update")
@@ -363,6 +365,17 @@ class ApiServer:
             )
             return self._result(rt, result, rep)
         raise errors.method_not_allowed(rt.plural, rt.group, method.lower())
+
+    async def _check_signer(
+        self, request: web.Request, rt: ResourceType, subresource: str, name: str
+    ) -> None:
+        """A CSR's approval and status writes need the signer's permission as well."""
+        verb = signers.signer_verb(rt.group, rt.plural, subresource)
+        if verb is None:
+            return
+        current = await self.engine.read(rt, "", name)
+        signer_name = str((current.get("spec") or {}).get("signerName") or "")
+        self.access.check_signer(request, verb=verb, csr_name=name, signer_name=signer_name)
 
     async def _scale(
         self, request: web.Request, rt: ResourceType, namespace: str, name: str | None

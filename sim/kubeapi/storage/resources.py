@@ -11,7 +11,7 @@ version only through ``sim.kubeapi.conversion``, which calls it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -73,6 +73,14 @@ class Strategy:
 
     def prepare_update(self, new: Obj, old: Obj) -> None:
         """Reset what clients may not change through the main endpoint."""
+
+    def stamp_requester(self, obj: Obj, user: Mapping[str, Any]) -> None:
+        """Record the authenticated requester on a new object (a CertificateSigningRequest's
+        ``spec.username``); most kinds record nothing."""
+
+    def prepare_subresource_update(self, subresource: str, new: Obj, old: Obj) -> None:
+        """Reset what a write through ``status`` (or another status-like subresource, such as
+        a CSR's ``approval``) may not change, after the engine took the client's status."""
 
     def initial_status(self, obj: Obj) -> Any:
         """The status a newly created object gets (None: no status)."""

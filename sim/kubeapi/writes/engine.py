@@ -335,6 +335,7 @@ class Engine:
             else:
                 stored["status"] = status
         strategy.prepare_create(stored)
+        strategy.stamp_requester(stored, dict(opts.user or ADMIN_USER))
         release_fields.drop_disabled_fields(rt.storage, stored, None, self.release)
         errs = meta.validate_object_meta(
             stored, namespaced=rt.namespaced, name_rule=strategy.name_rule, creating=True
@@ -471,15 +472,16 @@ class Engine:
                 new_version_form = mutated
         incoming = self.working_form(rt, new_version_form)
         incoming_meta = meta.meta(incoming)
-        if subresource in ("status", "finalize"):
+        if subresource in ("status", "finalize", "approval"):
             # A built-in kind's stored bytes decode into a fresh copy faster than a deep copy.
             new = codec.copy(old) if rt.custom else cur.obj()
-            if subresource == "status":
+            if subresource in ("status", "approval"):
                 if "status" in incoming:
                     new["status"] = incoming["status"]
                 else:
                     new.pop("status", None)
                 release_fields.drop_disabled_status_fields(rt.storage, new, old, self.release)
+                strategy.prepare_subresource_update(subresource, new, old)
             else:
                 # namespaces/finalize changes nothing but spec.finalizers.
                 new.setdefault("spec", {})["finalizers"] = (incoming.get("spec") or {}).get(
@@ -501,7 +503,7 @@ class Engine:
             strategy.prepare_update(new, old)
             release_fields.drop_disabled_fields(rt.storage, new, old, self.release)
         errs = meta.validate_finalizer_update(new, old)
-        if subresource == "status":
+        if subresource in ("status", "approval"):
             errs += strategy.validate_status_update(new, old)
         elif not subresource:
             # Metadata that did not change was valid when it was stored.

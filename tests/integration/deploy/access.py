@@ -201,6 +201,23 @@ def python_files(root: Path) -> Iterator[Path]:
     yield from sorted(path for path in root.rglob("*.py") if "__pycache__" not in path.parts)
 
 
+SIGNER_VERBS = {"approval": "approve", "status": "sign"}
+"""A write of a CSR's ``approval`` or ``status`` also needs that verb on the ``signers`` resource
+(kube-apiserver's CertificateApproval and CertificateSigning admission plugins)."""
+
+
+def _signer_access(accesses: Iterable[Access]) -> set[Access]:
+    group = "certificates.k8s.io"
+    return {
+        Access(group, "signers", SIGNER_VERBS[access.resource.split("/", 1)[1]])
+        for access in accesses
+        if access.group == group
+        and access.verb == "update"
+        and access.resource.split("/", 1)[-1] in SIGNER_VERBS
+        and access.resource.startswith("certificatesigningrequests/")
+    }
+
+
 def scan(paths: Iterable[Path]) -> Findings:
     """The API access of every Python file under ``paths`` (files or directories)."""
     total = Findings()
@@ -209,4 +226,5 @@ def scan(paths: Iterable[Path]) -> Findings:
             found = scan_file(file)
             total.accesses |= found.accesses
             total.unexplained += found.unexplained
+    total.accesses |= _signer_access(total.accesses)
     return total

@@ -218,7 +218,7 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
         "cdo-ca",
         "cdo-clique-allocator-webhook-tls",
         "cdo-nats-tls",
-        "cdo-imex-tls",
+        "cdo-imex-ca",
         "cdo-nats-auth-issuer",
     }
     static = [
@@ -231,9 +231,12 @@ def test_bootstrap_fills_in_what_the_pods_wait_for(
     ]
     assert sorted(by_name["cdo-nats-users"]["data"]) == sorted([*static, "nats-auth"])
     assert sorted(by_name["cdo-nats-auth-issuer"]["data"]) == ["public", "seed"]
-    for name in ("cdo-clique-allocator-webhook-tls", "cdo-nats-tls", "cdo-imex-tls"):
+    for name in ("cdo-clique-allocator-webhook-tls", "cdo-nats-tls"):
         assert by_name[name]["type"] == "kubernetes.io/tls"
         assert sorted(by_name[name]["data"]) == ["ca.crt", "tls.crt", "tls.key"]
+    # The IMEX CA is a CA of its own: the nodes' IMEX certificates chain to nothing else.
+    assert sorted(by_name["cdo-imex-ca"]["data"]) == ["tls.crt", "tls.key"]
+    assert by_name["cdo-imex-ca"]["data"]["tls.crt"] != by_name["cdo-ca"]["data"]["tls.crt"]
     ca = by_name["cdo-ca"]["data"]["tls.crt"]
     assert webhook_bundles(cluster) == [ca, ca]
     assert conversion_bundle(cluster) == ca

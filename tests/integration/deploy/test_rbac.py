@@ -20,6 +20,7 @@ WEBHOOKS = "admissionregistration.k8s.io"
 CRDS = "apiextensions.k8s.io"
 AUTHN = "authentication.k8s.io"
 AUTHZ = "authorization.k8s.io"
+CERTS = "certificates.k8s.io"
 METRICS_REVIEWS = (
     (AUTHN, "tokenreviews", "create"),
     (AUTHZ, "subjectaccessreviews", "create"),
@@ -45,6 +46,14 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (DRA, "deviceclasses", "get list watch create patch"),
         (CORE, "events", "create patch"),
         (LEASES, "leases", "get create update"),
+        # The IMEX signer (imexsigner.py): requests, verdicts, certificates, the CA and the
+        # revocations (Role, by name); approve and sign on signers/cdo.dev/imex.
+        (CERTS, "certificatesigningrequests", "get list watch"),
+        (CERTS, "certificatesigningrequests/approval", "update"),
+        (CERTS, "certificatesigningrequests/status", "update"),
+        (CERTS, "signers", "approve sign"),
+        (CORE, "secrets", "get"),
+        (CORE, "configmaps", "get"),
         *METRICS_REVIEWS,
     ),
     "cdo-clique-allocator": grants(
@@ -72,6 +81,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (DRA, "resourceclaims", "get"),
         (CDO, "placements", "get list"),
         (DRA, "resourceslices", "list create update delete"),
+        (CERTS, "certificatesigningrequests", "create get"),
         *METRICS_REVIEWS,
     ),
     "cdo-health-monitor": grants(

@@ -367,10 +367,11 @@ def test_the_imex_daemon_outlives_the_agents_container(
     assert "privileged" not in context
     env = {item["name"]: item.get("value") for item in daemon["env"]}
     assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
-    tls_dir = env_of(agent).get("CDO_IMEX_AGENT_IMEX_TLS_DIR")
-    if tls_dir is not None:  # the daemon reads the certificates config.cfg names
+    ca_file = env_of(agent).get("CDO_IMEX_AGENT_IMEX_CA_FILE")
+    if ca_file is not None:  # the daemon reads the CA config.cfg names (its key: config dir)
         mounts = {m["mountPath"]: m["name"] for m in daemon["volumeMounts"]}
-        assert volumes[mounts[tls_dir["value"]]]["secret"]["secretName"] == "cdo-imex-tls"
+        ca_volume = volumes[mounts[str(Path(ca_file["value"]).parent)]]
+        assert ca_volume["secret"]["secretName"] == "cdo-imex-ca"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -522,11 +523,27 @@ def test_prod_turns_tls_on(overlays: dict[str, list[Manifest]]) -> None:
         assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}], service
     agent = service_workloads(prod)["imex-agent"]
     agent_env = env_of(agent)
-    tls_dir = agent_env["CDO_IMEX_AGENT_IMEX_TLS_DIR"]["value"]
+    # IMEX: each node's own certificate from the cdo.dev/imex signer; only the CA is mounted
+    # (never a key), and no shared certificate is left.
+    assert agent_env["CDO_IMEX_AGENT_IMEX_CERT_SIGNER"]["value"] == "cdo.dev/imex"
+    assert "CDO_IMEX_AGENT_IMEX_TLS_DIR" not in agent_env
+    ca_dir = str(Path(agent_env["CDO_IMEX_AGENT_IMEX_CA_FILE"]["value"]).parent)
     mounts = {m["mountPath"]: m["name"] for m in container(agent)["volumeMounts"]}
     volumes = {v["name"]: v for v in pod_spec(agent)["volumes"]}
-    assert volumes[mounts[tls_dir]]["secret"]["secretName"] == "cdo-imex-tls"
+    assert volumes[mounts[ca_dir]]["secret"] == {
+        "secretName": "cdo-imex-ca",
+        "items": [{"key": "tls.crt", "path": "ca.crt"}],
+    }
     assert agent_env["CDO_IMEX_AGENT_IMEX_TLS_TARGET_OVERRIDE"]["value"] == "cdo-imex"
+    assert all(
+        v.get("secret", {}).get("secretName") != "cdo-imex-tls"
+        for workload in service_workloads(prod).values()
+        for v in pod_spec(workload)["volumes"]
+    )
+    controller_env = env_of(service_workloads(prod)["domain-controller"])
+    assert controller_env["CDO_DOMAIN_CONTROLLER_IMEX_SIGNER_ENABLED"]["value"] == "true"
+    assert bootstrap_settings(prod)["CDO_BOOTSTRAP_IMEX_CA"] == "true"
+    assert bootstrap_settings(overlays["dev"])["CDO_BOOTSTRAP_IMEX_CA"] == "false"
     config = generated(prod, "ConfigMap", "cdo-nats-config")["data"]
     assert "cert_file: /etc/nats-tls/tls.crt" in config["tls.conf"]
     assert "verify: true" in config["cluster-tls.conf"]

@@ -114,7 +114,7 @@ async def versions(client: KubeClient) -> dict[str, str]:
         bootstrap.CA_SECRET,
         bootstrap.WEBHOOK_SECRET,
         bootstrap.NATS_TLS_SECRET,
-        bootstrap.IMEX_TLS_SECRET,
+        bootstrap.IMEX_CA_SECRET,
         bootstrap.NATS_USERS_SECRET,
     ):
         raw = await client.get(bootstrap.SECRETS, name, namespace=NAMESPACE)
@@ -144,7 +144,7 @@ async def test_a_daily_run_renews_a_month_before_expiry_and_restarts_nats(
     await kube_client.create(
         STATEFUL_SETS, find(prod, "StatefulSet", "cdo-nats"), namespace=NAMESPACE
     )
-    settings = bootstrap.BootstrapSettings(namespace=NAMESPACE, tls_certs=True)
+    settings = bootstrap.BootstrapSettings(namespace=NAMESPACE, tls_certs=True, imex_ca=True)
     program = bootstrap.Bootstrap(kube_client, settings=settings)
 
     # Install: everything issued; the servers start with it, nothing to restart.
@@ -161,8 +161,9 @@ async def test_a_daily_run_renews_a_month_before_expiry_and_restarts_nats(
     renewal = NOW + dt.timedelta(days=336)
     await program.run(renewal)
     renewed = await versions(kube_client)
-    for name in (bootstrap.WEBHOOK_SECRET, bootstrap.NATS_TLS_SECRET, bootstrap.IMEX_TLS_SECRET):
+    for name in (bootstrap.WEBHOOK_SECRET, bootstrap.NATS_TLS_SECRET):
         assert renewed[name] != installed[name], name
+    assert renewed[bootstrap.IMEX_CA_SECRET] == installed[bootstrap.IMEX_CA_SECRET]
     assert renewed[bootstrap.CA_SECRET] == installed[bootstrap.CA_SECRET]
     assert renewed[bootstrap.NATS_USERS_SECRET] == installed[bootstrap.NATS_USERS_SECRET]
     assert await restarted_at(kube_client) == renewal.strftime("%Y-%m-%dT%H:%M:%SZ")

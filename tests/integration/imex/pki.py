@@ -61,6 +61,11 @@ class Authority:
         self.cert_path = root / "ca.pem"
         self.cert_path.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
+    @property
+    def key_pem(self) -> bytes:
+        """The CA's private key (for a signer under test)."""
+        return _pem_key(self._key)
+
     def issue(self, address: str) -> tuple[Path, Path]:
         """A key and certificate for ``address`` (server and client use); returns their paths."""
         key = ec.generate_private_key(ec.SECP256R1())

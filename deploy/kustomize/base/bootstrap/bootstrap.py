@@ -15,10 +15,12 @@ do writes nothing:
    ValidatingWebhookConfiguration ``cdo-clique-allocator``, and its ComputeDomain conversion
    webhook, of the CRD ``computedomains.resource.nvidia.com``);
 4. with ``CDO_BOOTSTRAP_TLS_CERTS=true`` (the tls component): ``cdo-nats-tls`` (the NATS
-   servers' certificate, also their identity on the routes between them) and ``cdo-imex-tls``
-   (the one identity every IMEX daemon presents to its peers, checked against the name
-   ``cdo-imex``). nats-server reads its certificate only at start, so when ``cdo-nats-tls`` is
-   issued again the StatefulSet ``cdo-nats`` is restarted as ``kubectl rollout restart`` does
+   servers' certificate, also their identity on the routes between them); with
+   ``CDO_BOOTSTRAP_IMEX_CA=true`` (the imex-tls component) ``cdo-imex-ca``, the CA of the
+   nodes' own IMEX certificates (each node's agent requests its own; the domain controller
+   signs them, services/domain_controller/imexsigner.py). nats-server reads its certificate
+   only at start, so when ``cdo-nats-tls`` is issued again the StatefulSet ``cdo-nats`` is
+   restarted as ``kubectl rollout restart`` does
    (an annotation on its pod template; the servers are replaced one at a time);
 5. with ``CDO_BOOTSTRAP_NATS_AUTH_CALLOUT=true`` (the nats-auth-callout component):
    ``cdo-nats-auth-issuer``, the account nkey that signs the users the NATS authenticator
@@ -31,8 +33,8 @@ cert-manager (its component sets ``CDO_BOOTSTRAP_CERTIFICATES=false``) only the 
 made here.
 
 Settings (environment): ``CDO_BOOTSTRAP_NAMESPACE`` (required), ``CDO_BOOTSTRAP_KUBECONFIG``,
-``CDO_BOOTSTRAP_CERTIFICATES``, ``CDO_BOOTSTRAP_TLS_CERTS``, ``CDO_BOOTSTRAP_NATS_USERS``,
-``CDO_BOOTSTRAP_NATS_AUTH_CALLOUT``.
+``CDO_BOOTSTRAP_CERTIFICATES``, ``CDO_BOOTSTRAP_TLS_CERTS``, ``CDO_BOOTSTRAP_IMEX_CA``,
+``CDO_BOOTSTRAP_NATS_USERS``, ``CDO_BOOTSTRAP_NATS_AUTH_CALLOUT``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from msgspec import Meta
 
+from shared import imexcert
 from shared.crds.install import CRDS
 from shared.errors import ConfigError
 from shared.kube.client import KubeClient
@@ -92,12 +95,12 @@ NATS_STATEFULSET = "cdo-nats"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 """The pod template annotation ``kubectl rollout restart`` sets: a change rolls the pods."""
 NATS_HEADLESS_SERVICE = "cdo-nats-headless"
-IMEX_TLS_SECRET = "cdo-imex-tls"
+IMEX_CA_SECRET = imexcert.CA_SECRET
+"""The IMEX CA (imex-tls component): signs only the nodes' IMEX certificates (the domain
+controller's signer reads it)."""
 NATS_AUTH_ISSUER_SECRET = "cdo-nats-auth-issuer"
 NATS_AUTH_USER = "nats-auth"
 """The NATS authenticator's own (static) user, one of the server's auth_users."""
-IMEX_NAME = "cdo-imex"
-"""The name every IMEX daemon's certificate carries (IMEX_SECURITY_TARGET_OVERRIDE)."""
 
 CA_LIFETIME = dt.timedelta(days=3650)
 LEAF_LIFETIME = dt.timedelta(days=365)
@@ -142,9 +145,10 @@ class BootstrapSettings(Settings, frozen=True, kw_only=True):
     certificates: Annotated[
         bool, Meta(description="Issue certificates (false when cert-manager does).")
     ] = True
-    tls_certs: Annotated[bool, Meta(description="Also issue the NATS and IMEX certificates.")] = (
-        False
-    )
+    tls_certs: Annotated[bool, Meta(description="Also issue the NATS certificate.")] = False
+    imex_ca: Annotated[
+        bool, Meta(description="Also make the IMEX CA that signs the nodes' IMEX certificates.")
+    ] = False
     nats_users: Annotated[str, Meta(description="NATS users, comma separated.")] = (
         "nats-bootstrap,domain-controller,clique-allocator,imex-agent,health-monitor,reader"
     )
@@ -428,15 +432,15 @@ class Bootstrap:
             NATS_AUTH_ISSUER_SECRET, new_issuer(), kind="Opaque", exists=current is not None
         )
 
-    async def ca(self, now: dt.datetime) -> KeyPair:
-        current = await self._secret(CA_SECRET)
+    async def ca(self, now: dt.datetime, *, secret: str = CA_SECRET) -> KeyPair:
+        current = await self._secret(secret)
         if current is not None and "tls.crt" in current and "tls.key" in current:
             pair = KeyPair(cert=current["tls.crt"], key=current["tls.key"])
             if still_good(pair, ca=pair, names=(), now=now, is_ca=True):
                 return pair
         pair = new_ca(now=now)
         await self._write_secret(
-            CA_SECRET,
+            secret,
             {"tls.crt": pair.cert, "tls.key": pair.key},
             kind="kubernetes.io/tls",
             exists=current is not None,
@@ -541,7 +545,8 @@ class Bootstrap:
             nats = nats_names(self._namespace)
             if await self.leaf(NATS_TLS_SECRET, ca=ca, names=nats, client=True, now=now):
                 await self.restart_nats(now)
-            await self.leaf(IMEX_TLS_SECRET, ca=ca, names=[IMEX_NAME], client=True, now=now)
+        if self._settings.imex_ca:
+            await self.ca(now, secret=IMEX_CA_SECRET)
 
 
 async def bootstrap(settings: BootstrapSettings, *, now: dt.datetime | None = None) -> None:
