@@ -280,6 +280,7 @@ def main() -> None:
 
     results: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
     with tempfile.TemporaryDirectory() as store, NatsServer(store_dir=Path(store)) as server:
+        server.set_up_jetstream()  # as the NATS bootstrap does at install
         for _ in range(args.rounds):  # interleaved, so load changes hit every variant alike
             for variant in VARIANTS:
                 results[variant].append(run_pair(args, server.url, variant))

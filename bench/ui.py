@@ -42,7 +42,6 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from bench.controller import start_emulator
 from bench.health import percentile
-from services.nats_bootstrap import bootstrap
 from shared.bus import EventBus, NatsSettings
 from shared.crds import COMPUTE_DOMAINS, PLACEMENTS, install_crds
 from shared.crds.names import (
@@ -230,6 +229,7 @@ async def measure(args: argparse.Namespace) -> list[tuple[str, str]]:
         tmp = Path(directory)
         nats = NatsServer(store_dir=tmp / "nats")
         nats.start()
+        nats.set_up_jetstream()  # the stream the page's feed reads, as the NATS bootstrap makes it
         bus = EventBus(
             NatsSettings(url=nats.url),
             service="health-monitor",
@@ -238,8 +238,6 @@ async def measure(args: argparse.Namespace) -> list[tuple[str, str]]:
             tracer=TracerProvider().get_tracer("bench"),
         )
         try:
-            # The stream the page's feed reads is made by the NATS bootstrap, as in an install.
-            await bootstrap(NatsSettings(url=nats.url))
             await bus.connect()
             await bus.ensure_jetstream()
             async with browser() as context:
