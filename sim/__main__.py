@@ -34,6 +34,7 @@ from sim.control.http import request
 from sim.control.state import (
     ACCESS_RECORD_FILE,
     API_DATA_DIR,
+    AUDIT_LOG_FILE,
     CLUSTER_FILE,
     DEFAULT_STATE_DIR,
     ClusterFile,
@@ -62,6 +63,7 @@ async def up(args: argparse.Namespace, release: ReleaseSettings) -> int:
             pod_graceful_deletion=True,
             enforce_auth=True,
             access_record=str(state_dir / ACCESS_RECORD_FILE),
+            audit_log=str(state_dir / AUDIT_LOG_FILE),
             # Kept on disk so that `cdo sim restart api` brings the same server back.
             data_dir=str(state_dir / API_DATA_DIR) if not args.api_in_process else "",
             **release,

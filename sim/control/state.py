@@ -34,6 +34,9 @@ ACCESS_RECORD_FILE = "access.json"
 API_DATA_DIR = "apiserver"
 """The API emulator's data directory (its objects and keys), kept across ``cdo sim restart api``."""
 """The API emulator's access record (``sim.kubeapi.auth.usage``), kept by ``python -m sim up``."""
+AUDIT_LOG_FILE = "logs/kube-apiserver-audit.log"
+"""The API emulator's audit log: a JSON line per request an admission policy audited
+(``sim.kubeapi.admission.auditlog``), kept by ``python -m sim up``."""
 IDENTITIES_DIR = "identities"
 """Each cdo service's kubeconfig: ``<service account>.kubeconfig``, and for the per-node
 services ``<service account>/<node>.kubeconfig``."""

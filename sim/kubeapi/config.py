@@ -71,6 +71,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         403 (``auth/usage.py`` has the format), rewritten while it changes and when the
         server stops; "" (the default) keeps none. Only requests checked with
         ``enforce_auth`` are recorded.
+    audit_log:
+        a file to which the server appends, as kube-apiserver's ``--audit-log-path`` does, one
+        ``audit.k8s.io/v1`` Event (a JSON line) per request whose admission policies recorded
+        a failed validation under the ``Audit`` action (``admission/auditlog.py``); "" (the
+        default) keeps none (the records stay in memory).
     data_dir:
         a directory where the server keeps its objects, resourceVersions and keys
         (``storage/datadir.py``), so that a server started again with it is the same server,
@@ -104,6 +109,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     service_account_issuer: str = "https://kubernetes.default.svc.cluster.local"
     tls: bool | None = None
     access_record: str = ""
+    audit_log: str = ""
     data_dir: str = ""
     namespaces: tuple[str, ...] = DEFAULT_NAMESPACES
     kubernetes_version: str = NEWEST_RELEASE

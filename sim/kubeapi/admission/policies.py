@@ -17,7 +17,8 @@ validation; a validation that is not ``true`` is acted on as the binding's
 - ``Warn``: a ``Warning`` header ``Validation failed for ValidatingAdmissionPolicy '<policy>'
   with binding '<binding>': <message>``.
 - ``Audit``: a ``validation.policy.admission.k8s.io/validation_failure`` record in
-  ``audit_records`` (the emulator keeps no audit log).
+  ``audit_records``; with ``on_audit`` (``ServerConfig.audit_log``, :mod:`.auditlog`) the
+  request's records, and its denial if any, are also handed on once the request is decided.
 
 The message is the messageExpression's result when it yields a non-empty one-line string,
 else ``message``, else ``failed expression: <expression>``. An expression that fails to
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sim.kubeapi.admission.matching import (
@@ -99,6 +100,10 @@ class AuditRecord:
             }
         ]
         return AUDIT_KEY, json.dumps(value, separators=(",", ":"))
+
+
+AuditSink = Callable[[AdmissionRequest, Sequence[AuditRecord], errors.ApiError | None], None]
+"""Takes one request's audit records and the denial it got (None: admitted by the policies)."""
 
 
 def match_target(
@@ -218,6 +223,7 @@ class PolicyEnforcer:
         conversion: Converter,
         namespace_labels: Callable[[str], dict[str, str] | None],
         audit_limit: int = 1000,
+        on_audit: AuditSink | None = None,
     ) -> None:
         self.configurations = configurations
         self.conversion = conversion
@@ -225,6 +231,7 @@ class PolicyEnforcer:
         self.registry = registry
         self.namespace_labels = namespace_labels
         self.audit_records: collections.deque[AuditRecord] = collections.deque(maxlen=audit_limit)
+        self.on_audit = on_audit
 
     def _objects(self, storage: str) -> list[Obj]:
         return self.configurations.read(storage)[0]
@@ -261,6 +268,7 @@ class PolicyEnforcer:
             if policy_name:
                 bindings.setdefault(policy_name, []).append(binding)
         denied: errors.ApiError | None = None
+        audited: list[AuditRecord] = []
         for policy in self._objects(POLICIES):
             name = (policy.get("metadata") or {}).get("name", "")
             spec = policy.get("spec") or {}
@@ -273,9 +281,12 @@ class PolicyEnforcer:
                 continue
             await prepare_forms(req, target, self.conversion)
             for binding in bindings[name]:
-                error = self._apply(req, policy, binding, target)
+                error = self._apply(req, policy, binding, target, audited)
                 if denied is None:
                     denied = error
+        self.audit_records.extend(audited)
+        if audited and self.on_audit is not None:
+            self.on_audit(req, audited, denied)
         if denied is not None:
             raise denied
 
@@ -313,9 +324,15 @@ class PolicyEnforcer:
             yield from evaluate(spec, self._activation(req, spec, target, param))
 
     def _apply(
-        self, req: AdmissionRequest, policy: Obj, binding: Obj, target: ResourceType
+        self,
+        req: AdmissionRequest,
+        policy: Obj,
+        binding: Obj,
+        target: ResourceType,
+        audited: list[AuditRecord],
     ) -> errors.ApiError | None:
-        """One binding of a matched policy: its warnings and audit records, and its denial."""
+        """One binding of a matched policy: its warnings, its audit records (added to
+        ``audited``), and its denial."""
         policy_name = policy["metadata"]["name"]
         binding_name = (binding.get("metadata") or {}).get("name", "")
         spec = policy.get("spec") or {}
@@ -334,7 +351,7 @@ class PolicyEnforcer:
                     f"binding '{binding_name}': {decision.message}"
                 )
             if "Audit" in actions:
-                self.audit_records.append(
+                audited.append(
                     AuditRecord(
                         policy=policy_name,
                         binding=binding_name,

@@ -37,7 +37,7 @@ from sim.kubeapi.admission.matching import (
     rule_matches,
     selectors_match,
 )
-from sim.kubeapi.admission.policies import PolicyEnforcer
+from sim.kubeapi.admission.policies import AuditSink, PolicyEnforcer
 from sim.kubeapi.conversion.converter import Converter
 from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.patches.failures import PatchError
@@ -61,6 +61,7 @@ class Dispatcher:
         client: WebhookClient,
         conversion: Converter,
         namespace_labels: Callable[[str], dict[str, str] | None],
+        on_audit: AuditSink | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -76,6 +77,7 @@ class Dispatcher:
             registry=registry,
             conversion=conversion,
             namespace_labels=namespace_labels,
+            on_audit=on_audit,
         )
         self._targets: dict[tuple[int, int, int, str, str], ResourceType | None] = {}
 

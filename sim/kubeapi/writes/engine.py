@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sim.kubeapi.admission import plugins
+from sim.kubeapi.admission.auditlog import AuditLog
 from sim.kubeapi.admission.webhooks import ADMIN_USER, AdmissionRequest, Dispatcher
 from sim.kubeapi.config import ServerConfig
 from sim.kubeapi.conversion.converter import Converter
@@ -70,6 +72,7 @@ class Engine:
             client=self.webhooks,
             conversion=self.conversion,
             namespace_labels=self._namespace_labels,
+            on_audit=AuditLog(Path(config.audit_log)).write if config.audit_log else None,
         )
         self._fields_cache: dict[str, tuple[int, Callable[[Obj], dict[str, str]]]] = {}
         self.patcher = Patcher(self)

@@ -3,11 +3,14 @@ the CEL variables, the actions, and the real server's error shape."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
-from sim.kubeapi import KubeServer, ServerConfig
+from sim.kubeapi import KubeServer, ServerConfig, serve
 
 from .conftest import Http, Kubectl, with_beta_apis
 
@@ -180,6 +183,56 @@ async def test_warn_and_audit(kube: KubeServer, http: Http) -> None:
             '"validationActions":["Warn","Audit"]}]',
         )
     ]
+
+
+async def test_an_audit_log_holds_a_line_per_audited_request(tmp_path: Path) -> None:
+    """With ``audit_log``, each request a policy audited is one audit.k8s.io Event line with
+    the user, the object, every failure and, when denied, the denial; others are not logged."""
+    log = tmp_path / "logs" / "audit.log"
+    config = ServerConfig(audit_log=str(log))
+    async with (
+        serve(config=config, kubeconfig=tmp_path / "kubeconfig") as server,
+        aiohttp.ClientSession() as session,
+    ):
+        http = Http(session, server.url)
+        await install(
+            http,
+            policy("audited", [{"expression": "object.metadata.name != 'bad'", "message": "no"}]),
+            binding("deny-and-audit", "audited", actions=("Deny", "Audit")),
+            binding("audit-only", "audited", actions=("Audit",)),
+        )
+        status, _, _ = await http.post(CONFIGMAPS, configmap("good"))
+        assert status == 201
+        assert not log.exists()
+        status, body, _ = await http.post(CONFIGMAPS, configmap("bad"))
+        assert status == 422
+    (line,) = log.read_text().splitlines()
+    event = json.loads(line)
+    assert (event["apiVersion"], event["kind"], event["level"]) == (
+        "audit.k8s.io/v1",
+        "Event",
+        "Metadata",
+    )
+    assert event["verb"] == "create"
+    assert event["user"]["username"] == "system:admin"
+    assert event["objectRef"] == {
+        "resource": "configmaps",
+        "namespace": "default",
+        "name": "bad",
+        "apiGroup": "",
+        "apiVersion": "v1",
+        "subresource": "",
+    }
+    failures = json.loads(
+        event["annotations"]["validation.policy.admission.k8s.io/validation_failure"]
+    )
+    assert sorted((f["binding"], f["validationActions"]) for f in failures) == [
+        ("audit-only", ["Audit"]),
+        ("deny-and-audit", ["Deny", "Audit"]),
+    ]
+    assert event["responseStatus"]["code"] == 422
+    assert event["responseStatus"]["message"] == body["message"]
+    assert "ValidatingAdmissionPolicy 'audited' with binding 'deny-and-audit'" in body["message"]
 
 
 async def test_the_request_object_and_old_object_variables(http: Http) -> None:
