@@ -50,7 +50,7 @@ The anchor, a published figure and no measurement of this bench: on NVIDIA's DRA
 table shows it beside (c) with its source, the RESULT line does not carry it. Targets: (a) under
 3 s, (c) with 256 pods and (d) under 10 s, (e) under 5 s, failover under 5 s beyond the grace.
 
-What the figures are (``bench/report.py``): a run that does not finish within --timeout has no
+What the figures are (``bench/_report.py``): a run that does not finish within --timeout has no
 time; the table counts it under ``t/o`` and marks the scenario's p50 with ``*`` (the figures are
 over the runs that finished), the RESULT line adds ``<key>_timed_out=N``, and a target is met
 only if it would be met with the timed-out runs taken as longer than any. A scenario that did
@@ -108,7 +108,7 @@ from bench._e2e_workloads import (
 )
 from bench._e2e_workloads import seed as seed_scenario
 from bench._e2e_workloads import slices as slices_scenario
-from bench.report import Runs, fixed, result_line
+from bench._report import Runs, fixed, result_line
 from shared.kube.client import KubeClient
 from shared.kube.resources import RESOURCE_CLAIM_TEMPLATES
 from sim import control as simctl

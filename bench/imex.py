@@ -62,7 +62,7 @@ from pathlib import Path
 import msgspec
 import yaml
 
-from bench.report import fixed, measure_table, percentile, result_line
+from bench._report import fixed, measure_table, percentile, result_line
 from services.clique_allocator.records import spec_body
 from services.domain_controller.facts import gather, member_nodes
 from services.domain_controller.objects import (

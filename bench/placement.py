@@ -61,7 +61,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from bench.report import fixed, percentile, result_line
+from bench._report import fixed, percentile, result_line
 from services.clique_allocator.placement import (
     Clique,
     ClusterView,

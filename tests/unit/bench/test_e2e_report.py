@@ -6,6 +6,7 @@ from __future__ import annotations
 from bench._e2e_failover import Failover
 from bench._e2e_fault import Recovery
 from bench._e2e_workloads import seed
+from bench._report import Runs
 from bench.e2e import (
     HEALTH_TIMINGS,
     SIZES,
@@ -16,7 +17,6 @@ from bench.e2e import (
     report,
     scenarios,
 )
-from bench.report import Runs
 
 
 def result(lines: list[str]) -> dict[str, str]:

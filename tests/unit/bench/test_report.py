@@ -1,11 +1,11 @@
-"""The benches' shared reporting rules (``bench/report.py``): no key for a missing figure, runs
+"""The benches' shared reporting rules (``bench/_report.py``): no key for a missing figure, runs
 that timed out counted apart and never as a time."""
 
 from __future__ import annotations
 
 import math
 
-from bench.report import Runs, fixed, measure_table, percentile, result_line
+from bench._report import Runs, fixed, measure_table, percentile, result_line
 
 
 def test_a_missing_figure_has_no_key() -> None:
