@@ -416,7 +416,7 @@ def _row(title: str, runs: Runs, *, target: str = "", anchor: str = "") -> str:
     return (
         f"{title:46}{runs.count:5d}{runs.timeouts:5d}{p50:>10}{low:>8}{high:>8}"
         f"{target:>9}{anchor:>10}"
-    )
+    ).rstrip()
 
 
 def _p50_said(runs: Runs) -> str:
