@@ -46,24 +46,11 @@ class Failover:
     grace_s: float
     restored_s: float = 0.0
     """From clearing the faults until the clique's nodes were labelled and IMEX-ready again."""
-    finished: bool = True
 
     @property
     def failover_s(self) -> float:
         """What cdo took beyond the grace the user asked for."""
         return self.ready_s - self.grace_s
-
-    @classmethod
-    def timed_out(cls, timeout_s: float, grace_s: float) -> Failover:
-        """A failover that did not finish in time: counts as the timeout."""
-        return cls(
-            lost_clique="-",
-            new_clique="-",
-            nodes=0,
-            ready_s=timeout_s,
-            grace_s=grace_s,
-            finished=False,
-        )
 
 
 def clique_of(seen: Look, scenario: Scenario) -> str:

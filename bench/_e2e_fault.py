@@ -42,18 +42,6 @@ class Recovery:
     """Injection until the domain first stopped reporting Ready (or lost the node)."""
     recovered_s: float
     """Injection until the domain was whole and Ready again."""
-    finished: bool = True
-
-    @classmethod
-    def timed_out(cls, timeout_s: float) -> Recovery:
-        """A fault the domain did not recover from in time: counts as the timeout."""
-        return cls(
-            node="-",
-            replacement_node="-",
-            degraded_s=timeout_s,
-            recovered_s=timeout_s,
-            finished=False,
-        )
 
 
 def _domain_members(seen: Look, scenario: Scenario) -> tuple[str | None, set[str], set[str]]:

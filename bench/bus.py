@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from bench._report import fixed, percentile, result_line
 from shared import tracing
 from shared.bus import EventBus, NatsSettings
 from shared.bus import cloudevents as ce
@@ -92,11 +93,6 @@ def raw_message(event: Event) -> tuple[dict[str, str], bytes]:
         )
     )
     return headers, payload
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Tally:
@@ -304,13 +300,21 @@ def main() -> None:
             f"{title:24}{r['rate']:10.0f}{r['p50'] * 1e3:9.3f}{r['p99'] * 1e3:9.3f}"
             f"{r['rate'] / raw['rate']:8.2f}  {ROWS[variant]}"
         )
+    unsampled = summary["bus-unsampled"]
     print(
-        f"RESULT raw_events_per_s={raw['rate']:.0f} bus_events_per_s={bus['rate']:.0f} "
-        f"ratio={bus['rate'] / raw['rate']:.2f} "
-        f"bus_unsampled_events_per_s={summary['bus-unsampled']['rate']:.0f} "
-        f"unsampled_ratio={summary['bus-unsampled']['rate'] / raw['rate']:.2f} "
-        f"raw_p50_ms={raw['p50'] * 1e3:.3f} raw_p99_ms={raw['p99'] * 1e3:.3f} "
-        f"bus_p50_ms={bus['p50'] * 1e3:.3f} bus_p99_ms={bus['p99'] * 1e3:.3f}"
+        result_line(
+            [
+                ("raw_events_per_s", fixed(raw["rate"], 0)),
+                ("bus_events_per_s", fixed(bus["rate"], 0)),
+                ("ratio", fixed(bus["rate"] / raw["rate"], 2)),
+                ("bus_unsampled_events_per_s", fixed(unsampled["rate"], 0)),
+                ("unsampled_ratio", fixed(unsampled["rate"] / raw["rate"], 2)),
+                ("raw_p50_ms", fixed(raw["p50"] * 1e3, 3)),
+                ("raw_p99_ms", fixed(raw["p99"] * 1e3, 3)),
+                ("bus_p50_ms", fixed(bus["p50"] * 1e3, 3)),
+                ("bus_p99_ms", fixed(bus["p99"] * 1e3, 3)),
+            ]
+        )
     )
 
 

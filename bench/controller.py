@@ -35,6 +35,7 @@ import aiohttp
 import msgspec
 import yaml
 
+from bench._report import fixed, measure_table, result_line
 from shared.crds import COMPUTE_DOMAINS, install_crds
 from shared.kube.client import KubeClient
 from sim.natsserver import NatsServer, free_port
@@ -409,20 +410,22 @@ async def run(args: argparse.Namespace) -> None:
             await emulator.wait()
             nats.stop()
 
-    width = max(len(name) for name, _ in rows)
-    print(f"{'measure'.ljust(width)}  value")
-    print(f"{'-' * width}  {'-' * 34}")
-    for name, value in rows:
-        print(f"{name.ljust(width)}  {value}")
+    print("\n".join(measure_table(rows, rule=34)))
     print(
-        "RESULT "
-        f"domains={args.domains} workers={args.workers} "
-        f"reconciles_per_s={reconcile_rate:.0f} "
-        f"all_status_s={all_status_s:.2f} "
-        f"time_to_status_p50_ms={1000 * p50:.0f} "
-        f"time_to_status_p99_ms={1000 * p99:.0f} "
-        f"nodes={args.nodes} pods={args.pods} "
-        f"rss_idle_mb={rss_idle:.0f} rss_loaded_mb={rss_loaded:.0f}"
+        result_line(
+            [
+                ("domains", args.domains),
+                ("workers", args.workers),
+                ("reconciles_per_s", fixed(reconcile_rate, 0)),
+                ("all_status_s", fixed(all_status_s, 2)),
+                ("time_to_status_p50_ms", fixed(1000 * p50, 0)),
+                ("time_to_status_p99_ms", fixed(1000 * p99, 0)),
+                ("nodes", args.nodes),
+                ("pods", args.pods),
+                ("rss_idle_mb", fixed(rss_idle, 0)),
+                ("rss_loaded_mb", fixed(rss_loaded, 0)),
+            ]
+        )
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import statistics
 import sys
 import tempfile
@@ -26,6 +27,8 @@ from pathlib import Path
 import aiohttp
 import msgspec
 import yaml
+
+from bench._report import fixed, measure_table, percentile, result_line
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 NAMESPACES = 10
@@ -306,9 +309,10 @@ async def fan_out(
         "writes": writes,
         "write_rate": writes / write_time,
         "events_per_s": received / total_time,
-        "lag_p50_ms": 1000 * lags[len(lags) // 2] if lags else 0.0,
-        "lag_p99_ms": 1000 * lags[int(len(lags) * 0.99) - 1] if lags else 0.0,
-        "lag_max_ms": 1000 * lags[-1] if lags else 0.0,
+        # NaN (no figure, no key) when no watcher received anything.
+        "lag_p50_ms": 1000 * percentile(lags, 0.5),
+        "lag_p99_ms": 1000 * percentile(lags, 0.99),
+        "lag_max_ms": 1000 * max(lags, default=math.nan),
         "complete": complete,
         "received": received,
     }
@@ -395,7 +399,10 @@ def fan_rows(fan: dict[str, float], args: argparse.Namespace, label: str = "") -
         ),
         (
             f"delivery lag p50 / p99 / max{label}",
-            f"{fan['lag_p50_ms']:.0f} / {fan['lag_p99_ms']:.0f} / {fan['lag_max_ms']:.0f} ms",
+            " / ".join(
+                fixed(fan[key], 0) or "-" for key in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms")
+            )
+            + (" ms" if fan["received"] else " (no event received)"),
         ),
         (f"all watchers got every event{label}", "yes" if fan["complete"] else "NO"),
     ]
@@ -489,29 +496,32 @@ async def main(args: argparse.Namespace) -> None:
     off, on = plain.figures, authz.figures
     ratio = on["list_ms"] / off["list_ms"]
     rows.append(("RBAC on / off, LIST", f"{ratio:.2f}"))
-    width = max(len(name) for name, _ in rows)
-    print(f"{'measure'.ljust(width)}  value")
-    print(f"{'-' * width}  {'-' * 30}")
-    for name, value in rows:
-        print(f"{name.ljust(width)}  {value}")
-    print(
-        "RESULT "
-        f"list_{args.pods // 1000}k_pods_ms={off['list_ms']:.0f} "
-        f"list_pods_paged_ms={1000 * off['paged_s']:.0f} "
-        f"list_pods_by_node_ms={1000 * off['by_node']:.1f} "
-        f"create_pods_per_s={off['create_pods_per_s']:.0f} "
-        f"watchers={args.watchers} "
-        f"writes_per_s={off['write_rate']:.0f} "
-        f"watch_events_per_s={off['events_per_s']:.0f} "
-        f"watch_lag_p99_ms={off['lag_p99_ms']:.0f} "
-        f"watchers_kept_up={int(off['complete'])} "
-        f"rss_mb={off['rss_end']:.0f} "
-        f"list_{args.pods // 1000}k_pods_authz_ms={on['list_ms']:.0f} "
-        f"watch_lag_p99_authz_ms={on['lag_p99_ms']:.0f} "
-        f"writes_per_s_authz={on['write_rate']:.0f} "
-        f"watchers_kept_up_authz={int(on['complete'])} "
-        f"authz_overhead_ratio={ratio:.2f}"
-    )
+    print("\n".join(measure_table(rows, rule=30)))
+    print(result_line(figures(args, off, on)))
+
+
+def figures(
+    args: argparse.Namespace, off: dict[str, float], on: dict[str, float]
+) -> list[tuple[str, str | int | None]]:
+    """The RESULT figures from the runs without (``off``) and with (``on``) RBAC; a lag of no
+    event received has no key."""
+    return [
+        (f"list_{args.pods // 1000}k_pods_ms", fixed(off["list_ms"], 0)),
+        ("list_pods_paged_ms", fixed(1000 * off["paged_s"], 0)),
+        ("list_pods_by_node_ms", fixed(1000 * off["by_node"], 1)),
+        ("create_pods_per_s", fixed(off["create_pods_per_s"], 0)),
+        ("watchers", args.watchers),
+        ("writes_per_s", fixed(off["write_rate"], 0)),
+        ("watch_events_per_s", fixed(off["events_per_s"], 0)),
+        ("watch_lag_p99_ms", fixed(off["lag_p99_ms"], 0)),
+        ("watchers_kept_up", int(off["complete"])),
+        ("rss_mb", fixed(off["rss_end"], 0)),
+        (f"list_{args.pods // 1000}k_pods_authz_ms", fixed(on["list_ms"], 0)),
+        ("watch_lag_p99_authz_ms", fixed(on["lag_p99_ms"], 0)),
+        ("writes_per_s_authz", fixed(on["write_rate"], 0)),
+        ("watchers_kept_up_authz", int(on["complete"])),
+        ("authz_overhead_ratio", fixed(on["list_ms"] / off["list_ms"], 2)),
+    ]
 
 
 def parse() -> argparse.Namespace:

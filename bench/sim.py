@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._report import fixed, percentile, result_line
 from shared.kube.informer import Informer
 from shared.kube.models import Pod
 from shared.kube.resources import JOBS, PODS
@@ -58,11 +59,6 @@ def job(pods: int, run_seconds: float) -> dict[str, object]:
             },
         },
     }
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -113,10 +109,19 @@ async def run(args: argparse.Namespace) -> None:
     print(f"{'pod created -> Running p99':44}{percentile(latencies, 0.99) * 1e3:10.0f}ms")
     print(f"{'process RSS (max)':44}{memory:10.0f}MB")
     print(
-        f"RESULT nodes={nodes} gpus={gpus} bringup_s={up_s:.2f} pods={args.pods} "
-        f"all_running_s={all_ran_s:.2f} pods_per_s={args.pods / all_ran_s:.1f} "
-        f"running_p50_ms={percentile(latencies, 0.5) * 1e3:.0f} "
-        f"running_p99_ms={percentile(latencies, 0.99) * 1e3:.0f} rss_mb={memory:.0f}"
+        result_line(
+            [
+                ("nodes", nodes),
+                ("gpus", gpus),
+                ("bringup_s", fixed(up_s, 2)),
+                ("pods", args.pods),
+                ("all_running_s", fixed(all_ran_s, 2)),
+                ("pods_per_s", fixed(args.pods / all_ran_s, 1)),
+                ("running_p50_ms", fixed(percentile(latencies, 0.5) * 1e3, 0)),
+                ("running_p99_ms", fixed(percentile(latencies, 0.99) * 1e3, 0)),
+                ("rss_mb", fixed(memory, 0)),
+            ]
+        )
     )
 
 

@@ -17,8 +17,9 @@ its GPUs.
 
     python -m bench.ui [--racks 256] [--events 40] [--loads 3]
 
-Prints a table and ends with one ``RESULT`` line (``ui_event_to_paint_p99_ms``,
-``ui_first_paint_ms_256racks``, the latter named for 256 racks whatever ``--racks`` is).
+Prints a table and ends with one ``RESULT`` line: ``ui_event_to_paint_p99_ms`` and
+``ui_first_paint_ms_<N>racks``, named for the racks drawn (``ui_first_paint_ms_256racks`` at the
+default size).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from bench._report import fixed, measure_table, result_line
 from bench.controller import start_emulator
 from bench.health import percentile
 from shared.bus import EventBus, NatsSettings
@@ -307,14 +309,16 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=3)
     args = parser.parse_args()
     rows = asyncio.run(measure(args))
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name.ljust(width)}  {value}", flush=True)
-    print(
-        f"RESULT ui_event_to_paint_p99_ms={args.event_p99:.0f} "
-        f"ui_first_paint_ms_256racks={args.first_paint:.0f}",
-        flush=True,
-    )
+    print("\n".join(measure_table(rows)), flush=True)
+    print(result_line(figures(args)), flush=True)
+
+
+def figures(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The RESULT figures; the first paint's key names the racks it drew."""
+    return [
+        ("ui_event_to_paint_p99_ms", fixed(args.event_p99, 0)),
+        (f"ui_first_paint_ms_{args.racks}racks", fixed(args.first_paint, 0)),
+    ]
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The end-to-end benchmark's scenarios: the seed scenario is the shipped example, every scenario
 fits the benchmark's cluster the way it claims to (the failover domain in one clique, with room
 for it in another), the slice check accepts the expected Placement and names what is wrong with
-others, the failover and fault checks read what they should, the report carries every RESULT
-key, and the manifests as the benchmark writes them are accepted by ``kubectl apply`` against
-the API emulator with cdo's CRDs installed (schema and CEL rules included)."""
+others, the failover and fault checks read what they should, and the manifests as the
+benchmark writes them are accepted by ``kubectl apply`` against the API emulator with cdo's CRDs
+installed (schema and CEL rules included). The report is tested in tests/unit/bench."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import msgspec
 import pytest
 import yaml
 
-from bench._e2e_failover import Failover, clique_whole, failed_over
-from bench._e2e_fault import Recovery, split_restarts
+from bench._e2e_failover import clique_whole, failed_over
+from bench._e2e_fault import split_restarts
 from bench._e2e_probe import Look, NodeLook, slice_problems
 from bench._e2e_workloads import (
     FAILOVER_GRACE_S,
@@ -35,18 +35,7 @@ from bench._e2e_workloads import (
     slices,
     whole_cluster,
 )
-from bench.e2e import (
-    HEALTH_TIMINGS,
-    ROLES,
-    SIZES,
-    FailoverResults,
-    FaultResults,
-    OutageResults,
-    Samples,
-    bench_health_timings,
-    report,
-    scenarios,
-)
+from bench.e2e import HEALTH_TIMINGS, ROLES, SIZES, bench_health_timings, scenarios
 from shared.crds import (
     COMPUTE_DOMAINS,
     ComputeDomain,
@@ -164,108 +153,6 @@ def test_the_full_size_is_the_issues_256_pods_and_the_whole_288_gpus() -> None:
     small = scenarios(SIZES["small"])
     assert (small["slices"].key, small["slices"].pods) == ("slices128", 128)
     assert (small["whole"].pods, small["whole"].slice_sizes) == (36, (18, 18))
-
-
-def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None:
-    built = scenarios(SIZES["full"])
-    faults = FaultResults(
-        recoveries=[Recovery(node="n", replacement_node="m", degraded_s=0.5, recovered_s=0.8)],
-        restarts={"n": 1, "m": 0, "o": 0},
-        faulted={"n"},
-    )
-    failover = FailoverResults(
-        failovers=[
-            Failover(lost_clique="a.1", new_clique="b.1", nodes=18, ready_s=7.5, grace_s=5),
-            Failover(lost_clique="b.1", new_clique="a.1", nodes=18, ready_s=6.9, grace_s=5),
-        ],
-        restarts={"n": 0, "m": 0},
-    )
-    lines = report(
-        [
-            Samples(built["seed"], [2.5, 1.9, 2.1]),
-            Samples(built["slices"], [9.0, 120.0], timeouts=1),
-            Samples(built["whole"], [4.0, 6.0, 5.0]),
-        ],
-        faults,
-        nodes=72,
-        bringup_s=48,
-        failover=failover,
-        health=HEALTH_TIMINGS,
-    )
-    assert lines[-1] == (
-        "RESULT seed_p50_s=2.10 gpu72_p50_s=0.00 slices256_p50_s=64.50 "
-        "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 imex_restarts=0 "
-        "imex_restarts_faulted_nodes=1 failover_s=2.20 failover_grace_s=5 "
-        "failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 anchor_256_s=480 "
-        "nats_outage_ready_p50_s=0.00 nats_outage_refused_pods=0"
-    )
-    assert lines[1] == (
-        "health monitors: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
-        "CDO_HEALTH_BREAKER_WINDOW_S=5"
-    )
-    (failover_row,) = [line for line in lines if line.startswith("failover: fabric lost")]
-    assert "2.20" in failover_row and "< 5 s" in failover_row
-    assert "target failover < 5 s: met (p50 2.20 s beyond the 5 s grace)" in lines
-    assert (
-        "IMEX daemon restarts during the fault scenario (node host's counts): 0 on the 2 other "
-        "nodes, 1 on the faulted node"
-    ) in lines
-    assert any(">=64.50" in line and "~480 s" in line for line in lines)
-    assert "target seed < 3 s: met (p50 2.10 s)" in lines
-    assert "target slices256 < 10 s: MISSED (p50 64.50 s)" in lines
-    assert "target whole_cluster < 10 s: met (p50 5.00 s)" in lines
-    (whole_row,) = [line for line in lines if line.startswith("(d)")]
-    assert "5.00" in whole_row and "< 10 s" in whole_row
-
-
-def test_without_fault_or_failover_runs_the_result_keys_stay() -> None:
-    lines = report([], FaultResults(), nodes=36, bringup_s=7)
-    assert lines[-1] == (
-        "RESULT seed_p50_s=0.00 gpu72_p50_s=0.00 slices256_p50_s=0.00 whole_cluster_p50_s=0.00 "
-        "fault_recovered_s=0.00 imex_restarts=0 imex_restarts_faulted_nodes=0 failover_s=0.00 "
-        "failover_grace_s=5 failover_imex_restarts=0 lws_groups_ready_p50_s=0.00 "
-        "anchor_256_s=480 nats_outage_ready_p50_s=0.00 nats_outage_refused_pods=0"
-    )
-    assert not [line for line in lines if line.startswith(("failover", "target failover"))]
-
-
-def test_the_nats_outage_is_held_to_one_and_a_half_times_the_seed_and_no_refused_pod() -> None:
-    scenario = seed()
-    outage = OutageResults(samples=Samples(scenario, [3.0, 2.9, 3.4]), refused_pods=0)
-    lines = report(
-        [Samples(scenario, [2.5, 1.9, 2.1])],
-        FaultResults(),
-        nodes=36,
-        bringup_s=7,
-        outage=outage,
-    )
-    assert lines[-1].endswith("nats_outage_ready_p50_s=3.00 nats_outage_refused_pods=0")
-    assert (
-        "target nats-outage <= 1.5x (a) = 3.15 s and no pod refused: met (p50 3.00 s, 0 refused)"
-    ) in lines
-    refused = report(
-        [Samples(scenario, [2.1])],
-        FaultResults(),
-        nodes=36,
-        bringup_s=7,
-        outage=OutageResults(samples=Samples(scenario, [2.0]), refused_pods=3),
-    )
-    assert refused[-1].endswith("nats_outage_refused_pods=3")
-    assert any(line.endswith("MISSED (p50 2.00 s, 3 refused)") for line in refused)
-
-
-def test_a_timed_out_failover_counts_as_the_timeout_and_is_marked() -> None:
-    timed_out = Failover.timed_out(60, FAILOVER_GRACE_S)
-    assert (timed_out.finished, timed_out.failover_s) == (False, 55)
-    lines = report(
-        [],
-        FaultResults(),
-        nodes=36,
-        bringup_s=7,
-        failover=FailoverResults(failovers=[timed_out]),
-    )
-    assert any(line.startswith("failover: fabric lost") and ">=55.00" in line for line in lines)
-    assert "target failover < 5 s: MISSED (p50 55.00 s beyond the 5 s grace)" in lines
 
 
 def test_the_bench_shortens_the_health_timings_unless_told_otherwise() -> None:

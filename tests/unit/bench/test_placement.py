@@ -125,3 +125,31 @@ def test_main_prints_the_tables_and_one_result_line(
     assert int(result["multirack_offered"]) > 0
     for key in ("ours_alloc_pct", "ours_multirack_placed", "ours_multirack_p99_ms"):
         float(result[key])
+    # The gain over first fit stands beside the gain over the anchor model, which is labelled a
+    # model with its assumptions.
+    gain_first = float(result["ours_alloc_pct"]) - float(result["firstfit_alloc_pct"])
+    assert float(result["gain_vs_firstfit_pts"]) == pytest.approx(gain_first, abs=0.11)
+    at = lines.index("gain of ours in GPU allocation, in points:")
+    assert lines[at + 1].startswith("  over clique-aware first fit")
+    assert lines[at + 2].startswith("  over the anchor model")
+    assert "not the driver" in lines[at + 2]
+    assert lines[at + 3].startswith("the anchor model (this script's, not measured on NVIDIA's")
+    assert lines[at + 4 : at + 4 + len(bench.MODEL_ASSUMPTIONS)] == [
+        f"  {line}" for line in bench.MODEL_ASSUMPTIONS
+    ]
+
+
+def test_a_trace_without_multirack_gangs_has_no_multirack_keys(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["placement", "--racks", "4", "--gangs", "200", "--multirack-share", "0",
+            "--constrained-gangs", "0"]  # fmt: skip
+    monkeypatch.setattr("sys.argv", argv)
+    bench.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert "multi-rack gangs: none in the trace (--multirack-share 0)" in lines
+    result = dict(pair.split("=") for pair in lines[-1].removeprefix("RESULT ").split())
+    assert result["multirack_offered"] == "0"
+    assert not [key for key in result if "_multirack_" in key]
+    assert "nan" not in result.values()
+    assert not [key for key in result if key.startswith("constrained")]
