@@ -43,7 +43,7 @@ A figure of nothing (a quantile of no attempts; the multi-rack figures of a trac
 multi-rack gangs) has no RESULT key.
 
 A last table replays a trace of constraint-bearing gangs (tolerations, a pool selector, memory;
-``bench/constrained.py``) and the same trace without constraints on the nodes they leave.
+``bench/_constrained.py``) and the same trace without constraints on the nodes they leave.
 
     python -m bench.placement [--racks 64] [--gangs 8000] [--load 1.6] [--seed 7]
         [--multirack-share 0.04] [--multirack-racks 2 16] [--constrained-gangs 4000]
@@ -809,7 +809,7 @@ def main() -> None:
         "--constrained-gangs",
         type=int,
         default=4000,
-        help="gangs of the constrained trace (bench/constrained.py; 0: skip it)",
+        help="gangs of the constrained trace (bench/_constrained.py; 0: skip it)",
     )
     args = parser.parse_args()
     racks: tuple[int, int] = tuple(args.multirack_racks)
@@ -870,9 +870,9 @@ def main() -> None:
 def constrained_result(
     args: argparse.Namespace, cliques: Sequence[Clique], racks: tuple[int, int]
 ) -> Figures:
-    """Replay a trace of constraint-bearing gangs (bench/constrained.py) and the same trace
+    """Replay a trace of constraint-bearing gangs (bench/_constrained.py) and the same trace
     without constraints on the nodes they leave; print the table, return the RESULT keys."""
-    from bench import constrained
+    from bench import _constrained as constrained
 
     capacity = constrained.open_capacity(args.racks)
     trace = make_trace(
