@@ -240,13 +240,16 @@ def _validate_status(subresource: str, new: Obj, old: Obj) -> list[FieldError]:
                     "status.conditions", f'updates may not remove a condition of type "{kind}"'
                 )
             )
-        elif subresource != "approval" and kind in APPROVAL_TYPES:
-            if _count(new, kind) > _count(old, kind):
-                out.append(
-                    errors.forbidden(
-                        "status.conditions", f'updates may not add a condition of type "{kind}"'
-                    )
+        elif (
+            subresource != "approval"
+            and kind in APPROVAL_TYPES
+            and _count(new, kind) > _count(old, kind)
+        ):
+            out.append(
+                errors.forbidden(
+                    "status.conditions", f'updates may not add a condition of type "{kind}"'
                 )
+            )
     return out
 
 
