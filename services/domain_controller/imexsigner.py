@@ -44,7 +44,7 @@ from shared.metrics import Metrics
 log = logging.getLogger("cdo.domain_controller.imex_signer")
 
 CA_RETRY_S = 30.0
-"""How often a request waiting for the IMEX CA is looked at again."""
+"""How often a request waiting for the IMEX CA is looked at again (``ca_retry_s``)."""
 
 
 class Csr(KubeObject, frozen=True, kw_only=True):
@@ -78,8 +78,10 @@ class ImexSigner:
         lifetime: dt.timedelta,
         recorder: EventRecorder,
         metrics: Metrics,
+        ca_retry_s: float = CA_RETRY_S,
     ) -> None:
         self._client = client
+        self._ca_retry_s = ca_retry_s
         self._namespace = namespace
         self._agent_user = agent_user
         self._lifetime = lifetime
@@ -161,7 +163,7 @@ class ImexSigner:
             await self._recorder.record(
                 CSRS, csr, type_="Warning", reason="ImexCaMissing", message=str(exc)
             )
-            return Result(requeue_after=CA_RETRY_S)
+            return Result(requeue_after=self._ca_retry_s)
         requested = csr.spec.get("expirationSeconds")
         pem = issue(
             ca,

@@ -75,7 +75,8 @@ def renewal_due(cert_pem: bytes) -> dt.datetime:
     return start + (end - start) * 2 / 3
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """``key`` as the agent writes it to ``tls.key``: unencrypted PKCS#8 PEM."""
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -171,7 +172,7 @@ class NodeCertificates:
         await self._client.create(CSRS, body)
         log.info("requested this node's IMEX certificate", extra={"csr": name})
         cert = await self._issued(name)
-        self._install(_key_pem(key), cert)
+        self._install(key_pem(key), cert)
         log.info("installed this node's IMEX certificate", extra={"csr": name})
         self._on_renewed()
 
@@ -193,14 +194,14 @@ class NodeCertificates:
                     return base64.b64decode(certificate)
                 await asyncio.sleep(POLL_S)
 
-    def _install(self, key_pem: bytes, cert_pem: bytes) -> None:
+    def _install(self, key_text: bytes, cert_pem: bytes) -> None:
         """Replace key and certificate; each file is swapped whole (rename)."""
         self._directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         key_tmp = self.key_file.with_suffix(".key.new")
         cert_tmp = self.cert_file.with_suffix(".crt.new")
         fd = os.open(key_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
-            out.write(key_pem)
+            out.write(key_text)
         cert_tmp.write_bytes(cert_pem)
         os.replace(key_tmp, self.key_file)
         os.replace(cert_tmp, self.cert_file)

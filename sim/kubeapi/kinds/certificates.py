@@ -9,11 +9,21 @@ What kube-apiserver does with a CSR, as its strategies and validation do
 - ``spec.request`` is a PEM ``CERTIFICATE REQUEST`` block whose signature verifies;
   ``spec.signerName`` is a qualified ``<domain>/<path>``; ``spec.usages`` are known key usages;
   ``spec.expirationSeconds``, when set, is at least 600;
-- the ``approval`` subresource changes only ``status.conditions`` (``Approved``, ``Denied``):
-  the two exclude each other, are ``True`` when present, and are never removed once set;
-- the ``status`` subresource (the signer's) cannot add, change or remove ``Approved`` or
-  ``Denied``; ``status.certificate`` is PEM certificates, may be set only once the CSR is
-  approved and neither denied nor failed, and never changes once set.
+- the ``approval`` subresource changes only ``status.conditions``: ``Approved`` and ``Denied``
+  exclude each other (refused at ``status.conditions[i].type``) and are ``True`` when present;
+- no write removes an ``Approved``, ``Denied`` or ``Failed`` condition (refused at
+  ``status.conditions``, naming the type);
+- the ``status`` subresource (the signer's) keeps the ``Approved`` and ``Denied`` conditions as
+  they were, and refuses a write that adds one (``updates may not add a condition of type``);
+  ``status.certificate`` is PEM certificates and never changes once set (refused at
+  ``status.certificate``);
+- the main resource changes neither ``spec`` nor ``status``: an update keeps the stored ones, as
+  kube-apiserver's strategy does (no error; only metadata changes).
+
+Stricter than kube-apiserver: the emulator also refuses a ``status.certificate`` on a request
+that is not approved, or that is denied or failed. The real server leaves that to the signer (the
+API reference says the signer sets the certificate once ``Approved`` is present); refusing it
+never lets through what a real cluster would refuse, and catches a signer that jumps ahead.
 
 The authorization the real server adds on top (``approve`` and ``sign`` on the ``signers``
 resource named by the signer name) is checked in :mod:`sim.kubeapi.auth.signers`.
@@ -146,17 +156,8 @@ def _validate_spec(spec: Any) -> list[FieldError]:
     return out
 
 
-def _validate_status(new: Obj, old: Obj | None) -> list[FieldError]:
+def _validate_conditions(new: Obj) -> list[FieldError]:
     out: list[FieldError] = []
-    types = _types(new)
-    if APPROVED in types and DENIED in types:
-        out.append(
-            errors.invalid(
-                "status.conditions",
-                sorted(types),
-                "Approved and Denied conditions are mutually exclusive",
-            )
-        )
     seen: set[str] = set()
     for i, cond in enumerate(_conditions(new)):
         kind = cond.get("type")
@@ -164,54 +165,91 @@ def _validate_status(new: Obj, old: Obj | None) -> list[FieldError]:
             out.append(errors.required(f"status.conditions[{i}].type"))
         elif kind in seen and kind in (*APPROVAL_TYPES, FAILED):
             out.append(errors.duplicate(f"status.conditions[{i}].type", kind))
+        elif kind in APPROVAL_TYPES and seen & set(APPROVAL_TYPES):
+            out.append(
+                errors.invalid(
+                    f"status.conditions[{i}].type",
+                    kind,
+                    "Approved and Denied conditions are mutually exclusive",
+                )
+            )
         seen.add(str(kind))
         allowed = ("True",) if kind in APPROVAL_TYPES else CONDITION_STATUSES
         if cond.get("status") not in allowed:
             out.append(
                 errors.not_supported(f"status.conditions[{i}].status", cond.get("status"), allowed)
             )
+    return out
+
+
+def _validate_certificate(new: Obj) -> list[FieldError]:
     certificate = get(new, "status", "certificate")
-    if certificate:
-        raw = pem_bytes(certificate)
-        if raw is None or not _all_certificates(raw):
-            out.append(
-                errors.invalid(
-                    "status.certificate",
-                    "<certificate data>",
-                    "must contain at least one CERTIFICATE PEM block",
-                )
+    if not certificate:
+        return []
+    out: list[FieldError] = []
+    raw = pem_bytes(certificate)
+    if raw is None or not _all_certificates(raw):
+        out.append(
+            errors.invalid(
+                "status.certificate",
+                "<certificate data>",
+                "must contain at least one CERTIFICATE PEM block",
             )
-        if old is not None and APPROVED not in types:
-            out.append(
-                errors.invalid(
-                    "status.certificate",
-                    "<certificate data>",
-                    "certificate may only be set once the request is approved",
-                )
+        )
+    types = _types(new)
+    if APPROVED not in types:
+        out.append(
+            errors.invalid(
+                "status.certificate",
+                "<certificate data>",
+                "certificate may only be set once the request is approved",
             )
-        if DENIED in types or FAILED in types:
-            out.append(
-                errors.invalid(
-                    "status.certificate",
-                    "<certificate data>",
-                    "certificate may not be set on a denied or failed request",
-                )
+        )
+    if DENIED in types or FAILED in types:
+        out.append(
+            errors.invalid(
+                "status.certificate",
+                "<certificate data>",
+                "certificate may not be set on a denied or failed request",
             )
-    if old is not None:
-        before = get(old, "status", "certificate")
-        if before and certificate != before:
+        )
+    return out
+
+
+def _count(obj: Obj, kind: str) -> int:
+    return sum(1 for c in _conditions(obj) if c.get("type") == kind)
+
+
+def _validate_status(subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+    """A write through ``status`` or ``approval``: see the module docstring."""
+    out = _validate_conditions(new)
+    certificate = get(new, "status", "certificate")
+    before = get(old, "status", "certificate")
+    if certificate != before:
+        out += _validate_certificate(new)
+        if before:
             out.append(
                 errors.forbidden(
                     "status.certificate", "updates may not modify existing certificate content"
                 )
             )
-        for kind in APPROVAL_TYPES:
-            if kind in _types(old) and kind not in types:
-                out.append(
-                    errors.forbidden(
-                        "status.conditions", f'updates may not remove a condition of type "{kind}"'
-                    )
+    for kind in (*APPROVAL_TYPES, FAILED):
+        if _count(new, kind) < _count(old, kind):
+            out.append(
+                errors.forbidden(
+                    "status.conditions", f'updates may not remove a condition of type "{kind}"'
                 )
+            )
+        elif (
+            subresource != "approval"
+            and kind in APPROVAL_TYPES
+            and _count(new, kind) > _count(old, kind)
+        ):
+            out.append(
+                errors.forbidden(
+                    "status.conditions", f'updates may not add a condition of type "{kind}"'
+                )
+            )
     return out
 
 
@@ -220,6 +258,20 @@ def _all_certificates(raw: bytes) -> bool:
         return bool(x509.load_pem_x509_certificates(raw))
     except ValueError:
         return False
+
+
+def _keep_instances(new: Obj, old: Obj) -> None:
+    """Each ``Approved``/``Denied`` condition of ``new`` replaced by the stored one, in order,
+    when ``new`` has as many of that type as ``old``."""
+    conditions = _conditions(new)
+    for kind in APPROVAL_TYPES:
+        stored = [c for c in _conditions(old) if c.get("type") == kind]
+        positions = [i for i, c in enumerate(conditions) if c.get("type") == kind]
+        if len(stored) == len(positions):
+            for position, kept in zip(positions, stored, strict=True):
+                conditions[position] = kept
+    if conditions:
+        new["status"]["conditions"] = conditions
 
 
 def _stamp_times(new: Obj, old: Obj) -> None:
@@ -269,13 +321,10 @@ class CertificateSigningRequestStrategy(Strategy):
             if certificate:
                 status["certificate"] = certificate
         elif subresource == "status":
-            # The signer may not approve or deny: those conditions stay as they were.
-            kept = [c for c in _conditions(old) if c.get("type") in APPROVAL_TYPES]
-            others = [c for c in _conditions(new) if c.get("type") not in APPROVAL_TYPES]
-            if kept or others:
-                status["conditions"] = kept + others
-            else:
-                status.pop("conditions", None)
+            # The signer may not approve or deny: a write that keeps as many Approved and
+            # Denied conditions gets the stored ones back; one that adds or drops one is
+            # refused by validation.
+            _keep_instances(new, old)
         _stamp_times(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
@@ -284,8 +333,8 @@ class CertificateSigningRequestStrategy(Strategy):
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return []
 
-    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return _validate_status(new, old)
+    def validate_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+        return _validate_status(subresource, new, old)
 
     def columns(self) -> list[Column]:
         return [

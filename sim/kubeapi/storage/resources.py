@@ -95,6 +95,11 @@ class Strategy:
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return []
 
+    def validate_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+        """Validate a write through ``status`` or a status-like subresource (a CSR's
+        ``approval``); kinds whose rules differ by subresource override this."""
+        return self.validate_status_update(new, old)
+
     def columns(self) -> list[Column] | None:
         """Table columns; None means the default Name / Created At."""
         return None

@@ -507,7 +507,7 @@ class Engine:
             release_fields.drop_disabled_fields(rt.storage, new, old, self.release)
         errs = meta.validate_finalizer_update(new, old)
         if subresource in ("status", "approval"):
-            errs += strategy.validate_status_update(new, old)
+            errs += strategy.validate_subresource_update(subresource, new, old)
         elif not subresource:
             # Metadata that did not change was valid when it was stored.
             if not meta.same_metadata(new, old):

@@ -10,7 +10,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from services.domain_controller.csrsigning import CertificateAuthority, issue
-from services.imex_agent.nodecert import _key_pem, build_request
+from services.imex_agent.nodecert import build_request, key_pem
 from shared import imexcert
 from sim.imex import ConnectionState, ImexConfig, ImexDaemon, RefusalReason, parse_config
 from tests.integration.imex.cluster import loopback_subnet
@@ -32,7 +32,7 @@ def node_tls(
         requested_s=None,
         now=dt.datetime.now(dt.UTC),
     )
-    (root / f"{node}.key").write_bytes(_key_pem(key))
+    (root / f"{node}.key").write_bytes(key_pem(key))
     (root / f"{node}.crt").write_bytes(cert)
     lines = {
         "IMEX_ENABLE_AUTH_ENCRYPTION": "1",

@@ -298,7 +298,10 @@ class ImexCluster:
 
     # -- agents ---------------------------------------------------------------------------------
 
-    async def start(self, node: SimNode, *, with_bus: bool = True) -> ImexAgent:
+    async def start(
+        self, node: SimNode, *, with_bus: bool = True, client: KubeClient | None = None
+    ) -> ImexAgent:
+        """Start ``node``'s agent, with ``client`` (default: the cluster's) as its identity."""
         node.bus = await self.bus_factory(f"agent-{node.name}") if with_bus else None
         node.metrics = Metrics()  # a new agent process, a new registry
         imex_settings = node.settings().imex
@@ -311,7 +314,7 @@ class ImexCluster:
             settings=node.settings(),
             nvml=node.nvml_handle or PynvmlNvml(),
             imex=RecordingStarts(programs, node.started_pids),
-            client=self.client,
+            client=client or self.client,
             bus=node.bus,
             metrics=node.metrics,
         )
