@@ -200,8 +200,8 @@ def test_the_report_ends_with_the_result_line_and_marks_timed_out_runs() -> None
         "nats_outage_ready_p50_s=0.00 nats_outage_refused_pods=0"
     )
     assert lines[1] == (
-        "health monitors: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
-        "CDO_HEALTH_BREAKER_WINDOW_S=5"
+        "fault timings: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
+        "CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S=5"
     )
     (failover_row,) = [line for line in lines if line.startswith("failover: fabric lost")]
     assert "2.20" in failover_row and "< 5 s" in failover_row
@@ -269,11 +269,11 @@ def test_a_timed_out_failover_counts_as_the_timeout_and_is_marked() -> None:
 
 
 def test_the_bench_shortens_the_health_timings_unless_told_otherwise() -> None:
-    environ = {"CDO_HEALTH_BREAKER_WINDOW_S": "60"}
+    environ = {"CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S": "60"}
     chosen = bench_health_timings(environ)
-    assert chosen == {**HEALTH_TIMINGS, "CDO_HEALTH_BREAKER_WINDOW_S": "60"}
+    assert chosen == {**HEALTH_TIMINGS, "CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S": "60"}
     assert environ == chosen  # what the node host inherits
-    assert float(HEALTH_TIMINGS["CDO_HEALTH_BREAKER_WINDOW_S"]) < float(
+    assert float(HEALTH_TIMINGS["CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S"]) < float(
         HEALTH_TIMINGS["CDO_HEALTH_XID_LATCH_S"]
     ) + float(HEALTH_TIMINGS["CDO_HEALTH_HOLD_DOWN_S"])  # a healed node no longer counts
 
