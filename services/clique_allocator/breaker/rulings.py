@@ -28,7 +28,7 @@ from datetime import datetime
 
 import msgspec
 
-from shared.breaker import BreakerCaps, Peer, Verdict, admit
+from shared.breaker import Admission, BreakerCaps, Peer, Verdict, admit
 
 
 class Ruling(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,13 +54,13 @@ def arbitrate(
     the node wrote it (the peers' are the arbiter's times): the answer names it."""
     taken = set(reserved)
     everyone = list(peers.values())
-    rulings: list[Ruling] = []
-    for name, claim in claims:
+
+    def decide(name: str, claim: datetime | None = None) -> Admission | None:
         peer = peers.get(name)
         record = peer.record if peer is not None else None
         if peer is None or record is None:
-            continue
-        decision = admit(
+            return None
+        return admit(
             me=name,
             clique=peer.clique or record.clique,
             peers=everyone,
@@ -69,6 +69,12 @@ def arbitrate(
             claim=claim,
             reserved=taken,
         )
+
+    rulings: list[Ruling] = []
+    for name, claim in claims:
+        decision = decide(name, claim)
+        if decision is None:
+            continue
         if decision.granted:
             taken.add(name)
         else:
@@ -81,19 +87,8 @@ def arbitrate(
             )
         )
     for name, at in held:
-        peer = peers.get(name)
-        record = peer.record if peer is not None else None
-        if peer is None or record is None:
-            continue
-        room = admit(
-            me=name,
-            clique=peer.clique or record.clique,
-            peers=everyone,
-            now=now,
-            caps=caps,
-            reserved=taken,
-        )
-        if not room.granted:
+        room = decide(name)
+        if room is None or not room.granted:
             continue
         taken.add(name)
         rulings.append(
