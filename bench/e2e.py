@@ -39,11 +39,12 @@ Ready (target: within 1.5x of (a)), ``nats_outage_refused_pods`` the pods the AP
 meanwhile (the workload controllers' FailedCreate Events, and the other driver's pods; must be
 0). NATS then starts again on the same port and store.
 
-The bench's system runs its health monitors with CDO_HEALTH_XID_LATCH_S=6,
-CDO_HEALTH_HOLD_DOWN_S=3 and CDO_HEALTH_BREAKER_WINDOW_S=5 (unless the environment sets them),
-and says so: with the defaults a faulted node keeps its taint for 330 s and counts against the
-circuit breaker's caps (a quarter of a clique's nodes, a tenth of the cluster's) for 600 s, so a
-fourth XID within ten minutes on the small cluster would only be reported, never drained.
+The bench's system runs its health monitors with CDO_HEALTH_XID_LATCH_S=6 and
+CDO_HEALTH_HOLD_DOWN_S=3, and the circuit breaker (the clique allocator's) with
+CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S=5 (unless the environment sets them), and says so: with
+the defaults a faulted node keeps its taint for 330 s and counts against the circuit breaker's
+caps (a quarter of a clique's nodes, a tenth of the cluster's) for 600 s, so a fourth XID within
+ten minutes on the small cluster would only be reported, never drained.
 
 The anchor, a published figure and no measurement of this bench: on NVIDIA's DRA driver a
 256-pod job took about 8 minutes to reach Running (NVIDIA k8s-dra-driver-gpu issue #816); the
@@ -131,10 +132,11 @@ FAILOVER_TARGET_S = 5.0
 HEALTH_TIMINGS = {
     "CDO_HEALTH_XID_LATCH_S": "6",
     "CDO_HEALTH_HOLD_DOWN_S": "3",
-    "CDO_HEALTH_BREAKER_WINDOW_S": "5",
+    "CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S": "5",
 }
-"""The bench system's health monitors (see the module docstring): a reset GPU's taint goes in
-seconds and no longer counts against the circuit breaker by the next fault run."""
+"""The bench system's health monitors and circuit breaker (see the module docstring): a reset
+GPU's taint goes in seconds and no longer counts against the circuit breaker by the next fault
+run."""
 
 
 def bench_health_timings(environ: MutableMapping[str, str]) -> dict[str, str]:
@@ -456,7 +458,7 @@ def report(
     ]
     if health:
         lines.append(
-            "health monitors: " + ", ".join(f"{key}={value}" for key, value in health.items())
+            "fault timings: " + ", ".join(f"{key}={value}" for key, value in health.items())
         )
     lines += ["", HEADER]
     anchored = False

@@ -3,7 +3,9 @@
 The API emulator (``python -m sim.kubeapi``) and a real nats-server with JetStream run as
 separate processes. The health monitor runs in this process on one simulated node's NVML
 (the simulated library lives where faults are injected), next to the observer: a NATS
-subscription to the node's fault events and a watch on its Node.
+subscription to the node's fault events and a watch on its Node, and the circuit breaker's
+arbiter (which the clique allocator's leader runs in a cluster) answers its claims for NoExecute,
+with a window of 0 s, so that every round claims and is answered.
 
 Each of ``--injections`` rounds raises XID 79 on one GPU (the GPUs in turn) and measures,
 from the injection, when the NodeFault arrives at the subscriber and when the watch shows the
@@ -30,6 +32,8 @@ from pathlib import Path
 import yaml
 from opentelemetry.sdk.trace import TracerProvider
 
+from services.clique_allocator.breaker import BreakerArbiter, BreakerSettings
+from services.clique_allocator.metrics import AllocatorMetrics
 from services.health_monitor.monitor import HealthMonitor
 from services.health_monitor.settings import MonitorSettings
 from shared.bus import EventBus, NatsSettings
@@ -154,6 +158,16 @@ async def measure(args: argparse.Namespace, tmp: Path) -> tuple[list[float], lis
         watch.add_handler(observer.on_node)
         tasks.append(asyncio.create_task(watch.run()))
         await watch.wait_synced()
+
+        nodes = Informer(client, NODES, Node)
+        arbiter = BreakerArbiter(
+            nodes=nodes,
+            reader=client,
+            writer=client,
+            settings=BreakerSettings(window_s=0),
+            rulings=AllocatorMetrics(Metrics()).breaker_rulings,
+        )
+        tasks += [asyncio.create_task(nodes.run()), asyncio.create_task(arbiter.run())]
 
         sim = SimulatedNvml(topology)
         monitor = HealthMonitor(

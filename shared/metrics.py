@@ -233,6 +233,14 @@ class Metrics:
             ["resource", "reason"],
             registry=r,
         )
+        self.informer_objects = Gauge(
+            "cdo_informer_objects",
+            "Objects held in the informers' caches, by resource (the sum over the service's "
+            "informers of that resource): what a service keeps in memory, and for a per-node "
+            "service a figure that must not grow with the cluster.",
+            ["resource"],
+            registry=r,
+        )
         self.informer_undecodable = Counter(
             "cdo_informer_undecodable",
             "Objects an informer skipped because they do not decode into its type (each is "

@@ -2,7 +2,8 @@
 
 Every replica lists and watches and serves the pod webhook (a replica is ready once its caches
 are synced and the webhook listens). Only the holder of the Lease reconciles, writes Placements,
-pins pods and publishes capacity events. When it becomes leader it reads the capacity snapshots
+pins pods, publishes capacity events and answers the health monitors' claims for NoExecute
+(the circuit breaker's arbiter, ``breaker``). When it becomes leader it reads the capacity snapshots
 of the KV bucket, queues every domain and every Placement, and runs the reconcile loop and the
 capacity publisher. Losing the Lease raises LeadershipLostError, which ends the process.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from services.clique_allocator.breaker import BreakerArbiter
 from services.clique_allocator.caches import Caches
 from services.clique_allocator.gauges import CapacityGauges
 from services.clique_allocator.metrics import AllocatorMetrics
@@ -35,7 +37,9 @@ from shared.crds.placement import Placement
 from shared.kube.client import KubeClient
 from shared.kube.controller import LeaderElectedController
 from shared.kube.keys import ObjectKey, key_of
+from shared.kube.models import Node
 from shared.kube.ownwrites import OwnWrites
+from shared.kube.resources import NODES
 from shared.runtime import ServiceContext
 
 log = logging.getLogger("cdo.clique_allocator")
@@ -103,6 +107,16 @@ class CliqueAllocator(LeaderElectedController):
             on_capacity=self._capacity_changed,
             on_usage=self._usage_changed,
         )
+        selector = settings.breaker.node_selector
+        self.breaker = BreakerArbiter(
+            nodes=self.caches.informer(NODES, Node, namespace="", label_selector=selector)
+            if selector
+            else self.caches.nodes,
+            reader=client,
+            writer=self.leader_client,
+            settings=settings.breaker,
+            rulings=metrics.breaker_rulings,
+        )
         self._readiness = ctx.readiness
         self._supervisor = ctx.supervisor
         self._bus = ctx.bus
@@ -134,6 +148,7 @@ class CliqueAllocator(LeaderElectedController):
         async with asyncio.TaskGroup() as loops:
             loops.create_task(self.runner.run(), name="placements reconcile")
             loops.create_task(self.publisher.run(), name="capacity publisher")
+            loops.create_task(self.breaker.run(), name="circuit breaker arbiter")
 
     # -- capacity changes -------------------------------------------------------------
 

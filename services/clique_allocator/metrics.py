@@ -42,6 +42,13 @@ class AllocatorMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.breaker_rulings = Counter(
+            "cdo_breaker_rulings",
+            "Answers of the circuit breaker's arbiter to the health monitors' records, by "
+            "result (granted, refused, offered: room for a node held back).",
+            ["result"],
+            registry=r,
+        )
         self.waiting_gangs = Gauge(
             "cdo_waiting_gangs",
             "Domains with pods the allocator cannot place now.",

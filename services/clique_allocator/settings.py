@@ -13,6 +13,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
+from services.clique_allocator.breaker.settings import BreakerSettings
 from shared.crds.names import ALLOCATOR_USER
 from shared.kube.settings import ApiSettings, ControllerSettings, LeaseSettings, LoopSettings
 from shared.settings import INLINE, Settings, describe_table, load_settings
@@ -91,6 +92,7 @@ class CliqueAllocatorSettings(ControllerSettings, frozen=True, kw_only=True):
         ),
     ] = ALLOCATOR_USER
     webhook: WebhookSettings = WebhookSettings()
+    breaker: BreakerSettings = BreakerSettings()
 
 
 def load(environ: Mapping[str, str] | None = None) -> CliqueAllocatorSettings:

@@ -17,14 +17,15 @@ The decisions are pure; the I/O lives in thin shells around them (docs/health-mo
 loop over the Node informer evaluates them and writes the Node's taint, condition and clique
 labels (``writer``), and the :class:`FaultAnnouncer` (``announcer``) publishes what
 ``advance`` returns to announce, rate-limited, one trace per episode. The circuit breaker's
-state is on the Nodes (``ledger``), read through the monitor's Node informer (``fleet``).
+claim and its answer are on the node's own Node (shared/breaker; the clique allocator's leader
+answers), read through the monitor's Node informer (``fleet``).
 ``classifier = load_classifier()`` applies the operator overrides of CDO_HEALTH_XID_OVERRIDES
 and CDO_HEALTH_SIGNAL_OVERRIDES (ConfigError on a bad entry). The table and its sources are
 in docs/health-classification.md.
 """
 
 from services.health_monitor.announcer import FaultAnnouncer, Publisher
-from services.health_monitor.breaker import Admission, BreakerStep, admit, breaker_step
+from services.health_monitor.breaker import BreakerStep, breaker_step
 from services.health_monitor.classification import (
     DEFAULT_RULES,
     Classifier,
@@ -64,7 +65,6 @@ __all__ = [
     "DEFAULT_RULES",
     "ENV_PREFIX",
     "Action",
-    "Admission",
     "AnnounceFaults",
     "AnnounceRecovery",
     "Announcement",
@@ -91,7 +91,6 @@ __all__ = [
     "Signal",
     "Step",
     "Verdict",
-    "admit",
     "advance",
     "breaker_step",
     "classifier_from_settings",

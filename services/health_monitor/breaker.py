@@ -1,108 +1,37 @@
-"""The circuit breaker on NoExecute taints: pure decisions over the ledger (``ledger``).
+"""The circuit breaker, the claimant's side: one node's record moved on at every evaluation (pure).
 
-A fatal fault asks for the NoExecute taint, which evicts the node's workloads. The breaker
-lets at most ``clique_share`` of a clique's nodes and ``cluster_share`` of the cluster's
-monitored nodes (each at least ``min_nodes``) hold it at once, where a node *holds* it while
-it carries the taint, while it claims it, and for ``window_s`` after it was granted. Past the
-cap the node only reports: NoSchedule, the condition, an Event.
+The caps (shared/breaker) are decided by one arbiter, the clique allocator's leader, which sees
+every Node; a node's monitor sees only its own Node. :func:`breaker_step` says how strong the
+node's taint may be now (``cap``), which record its Node should carry, and whether the breaker
+holds its NoExecute back (``withheld``):
 
-Two pure functions:
+- a node that needs NoExecute and does not hold it writes a ``pending`` record (a claim),
+  leaving its taint as it is, and waits for the arbiter's verdict on its Node;
+- a grant seen within ``claim_timeout_s / 2`` of the claim (on this node's clock, which wrote
+  the claim) is acted on: NoExecute and a ``granted`` record, kept for the window the verdict
+  names; a refusal makes the record ``held``, with NoSchedule;
+- an answer later than that, or none, makes the node claim again, and from then on it carries
+  NoSchedule and says that no decision came (the arbiter may be down: NoSchedule is the safe
+  side, and the condition says so);
+- a held node claims again when the arbiter offers it room (a ``room`` verdict on its held
+  record).
 
-- :func:`admit` decides one claim from the Peers a monitor sees;
-- :func:`breaker_step` moves one node's record on at every evaluation and says how strong its
-  taint may be (``cap``) and whether the breaker holds its NoExecute back (``withheld``).
-
-**Why two monitors deciding at once cannot both pass the cap.** A node claims NoExecute by
-writing a ``pending`` record on its own Node; its monitor decides the claim (:func:`admit`) in
-its Node informer's handler, at the moment the watch delivers that write. A watch delivers one
-resource's changes in resourceVersion order, so at that moment the monitor has seen every
-change committed before its claim, and no later one. Of two claims, the later one therefore
-always sees the earlier (pending or decided) and counts it: in each scope only the first
-``limit - already counted`` claims in resourceVersion order can pass. No overshoot, no
-coordinator, no shared object; a claim that is decided from a relist (the informer lost its
-watch) sees later claims too, which only makes it stricter.
+**Why a late answer is not acted on.** The arbiter counts a grant against the caps from the
+moment it makes it, for at least twice ``decide_within_s`` (shared/breaker/peers.py). The claim
+is written before the arbiter decides, and the node acts no later than ``decide_within_s``
+after writing it, so it acts within that time of the grant, while the grant still counts; its
+taint then counts by itself.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 import msgspec
 
 from services.health_monitor.faults import Reaction
-from services.health_monitor.ledger import Peer, Record, RecordState, counts, expires_at
 from services.health_monitor.settings import BreakerSettings
-
-CLIQUE = "clique"
-CLUSTER = "cluster"
-
-
-def limit(share: float, size: int, *, min_nodes: int) -> int:
-    """The most nodes of a scope of ``size`` nodes that may hold NoExecute."""
-    return max(min_nodes, math.floor(share * size + 1e-9))
-
-
-class Admission(msgspec.Struct, frozen=True, kw_only=True):
-    """One decision of the breaker, and the scope that decided it."""
-
-    granted: bool
-    decided_at: datetime
-    scope: str = ""  # CLIQUE or CLUSTER: the scope whose cap holds the node back
-    clique: str = ""
-    counted: int = 0  # nodes of the scope, this one aside, that hold NoExecute
-    size: int = 0  # nodes in the scope, this one included
-    limit: int = 0
-    share: float = 0.0
-    claim: datetime | None = None  # the pending record this decides (its ``at``)
-
-    def describe(self, *, window_s: float) -> str:
-        """The cap in words, for the condition and the Event."""
-        where = f"clique {self.clique}" if self.scope == CLIQUE else "the cluster"
-        return (
-            f"{self.counted} of {self.size} nodes of {where} hold NoExecute, claim it or had it "
-            f"within {window_s:g}s (cap {self.share:.0%}: {self.limit})"
-        )
-
-
-def admit(
-    *,
-    me: str,
-    clique: str,
-    peers: Iterable[Peer],
-    now: datetime,
-    settings: BreakerSettings,
-    claim: datetime | None = None,
-) -> Admission:
-    """May ``me`` (of ``clique``; "" for none) take NoExecute, given the other nodes' state?
-
-    The node itself is not counted against the caps, but is part of each scope's size.
-    """
-    others = [peer for peer in peers if peer.name != me]
-    scopes: list[tuple[str, float, list[Peer]]] = []
-    if clique:
-        scopes.append(
-            (CLIQUE, settings.clique_share, [peer for peer in others if peer.clique == clique])
-        )
-    scopes.append((CLUSTER, settings.cluster_share, [peer for peer in others if peer.monitored]))
-    for scope, share, members in scopes:
-        size = len(members) + 1
-        cap = limit(share, size, min_nodes=settings.min_nodes)
-        counted = sum(1 for peer in members if counts(peer, now=now, settings=settings))
-        if counted >= cap:
-            return Admission(
-                granted=False,
-                decided_at=now,
-                scope=scope,
-                clique=clique,
-                counted=counted,
-                size=size,
-                limit=cap,
-                share=share,
-                claim=claim,
-            )
-    return Admission(granted=True, decided_at=now, clique=clique, claim=claim)
+from shared.breaker import Admission, Record, RecordState
 
 
 class BreakerStep(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,19 +42,23 @@ class BreakerStep(msgspec.Struct, frozen=True, kw_only=True):
     withheld: Admission | None = None  # the breaker holds this node's NoExecute back
     decided: Admission | None = None  # a claim's decision this step acted on
     released: bool = False  # NoExecute granted to a node the breaker had held back
+    undecided_since: datetime | None = None  # claims made since then got no timely answer
 
 
-def _fresh_grant(record: Record | None, *, now: datetime, settings: BreakerSettings) -> bool:
+def _fresh_grant(record: Record | None, *, now: datetime) -> bool:
     return (
         record is not None
         and record.state is RecordState.GRANTED
-        and now - record.at < timedelta(seconds=settings.window_s)
+        and now - record.at < timedelta(seconds=record.window_s)
     )
 
 
-def _waiting(current: Reaction) -> Reaction:
-    """The cap while a claim is decided (milliseconds): the taint stays as it is, so a node
-    goes from no taint straight to NoExecute; a held-back node keeps its NoSchedule."""
+def _waiting(current: Reaction, record: Record) -> Reaction:
+    """The cap while a claim waits for its answer. The first claim of a fault leaves the taint
+    as it is (an answer takes milliseconds), so a node goes from no taint straight to
+    NoExecute; a node held back, or whose earlier claim got no answer, carries NoSchedule."""
+    if record.held_since is not None or record.waiting_since is not None:
+        return Reaction.NO_SCHEDULE
     return min(current, Reaction.NO_SCHEDULE)
 
 
@@ -134,14 +67,26 @@ def _claim(
     now: datetime,
     clique: str,
     current: Reaction,
-    held_since: datetime | None,
-    previous: Admission | None,
+    settings: BreakerSettings,
+    held_since: datetime | None = None,
+    waiting_since: datetime | None = None,
+    previous: Admission | None = None,
 ) -> BreakerStep:
-    record = Record(state=RecordState.PENDING, at=now, clique=clique, held_since=held_since)
+    record = Record(
+        state=RecordState.PENDING,
+        at=now,
+        clique=clique,
+        held_since=held_since,
+        waiting_since=waiting_since,
+        decide_within_s=settings.claim_timeout_s / 2,
+    )
     # A retried claim keeps reporting the hold until it is decided, so the condition and the
     # Events do not flap while it is.
     return BreakerStep(
-        cap=_waiting(current), record=record, withheld=previous if held_since else None
+        cap=_waiting(current, record),
+        record=record,
+        withheld=previous if held_since else None,
+        undecided_since=waiting_since,
     )
 
 
@@ -152,31 +97,33 @@ def breaker_step(
     current: Reaction,
     record: Record | None,
     verdict: Admission | None,
+    room: bool,
     previous: Admission | None,
-    me: str,
     clique: str,
-    peers: Sequence[Peer],
     now: datetime,
     settings: BreakerSettings,
 ) -> BreakerStep:
-    """The breaker's step for the node ``me`` at ``now``.
+    """The breaker's step for the node at ``now`` (its own clock).
 
     ``wants`` is the reaction the node should show (faults and hold-down), ``raw`` what its
     active faults alone ask for, ``current`` the fault taint it carries now, ``record`` its
-    record as last seen, ``verdict`` the decision on its pending record if its informer has
-    seen it (:func:`admit`), ``previous`` the hold the last step reported, ``peers`` the other
-    nodes as the informer shows them now.
+    record as last seen, ``verdict`` the arbiter's answer to its pending record as this monitor
+    read it (``decided_at``: when it first saw it), ``room`` whether the arbiter offers room to
+    its held record, ``previous`` the hold the last step reported.
     """
     if not settings.enabled:
         return BreakerStep(cap=Reaction.NO_EXECUTE, record=record)
     if wants < Reaction.NO_EXECUTE:
         # Nothing to claim: a claim or hold is dropped, a grant counts out its window.
-        keep = record if _fresh_grant(record, now=now, settings=settings) else None
+        keep = record if _fresh_grant(record, now=now) else None
         return BreakerStep(cap=Reaction.NO_EXECUTE, record=keep)
-    if current is Reaction.NO_EXECUTE or _fresh_grant(record, now=now, settings=settings):
+    if current is Reaction.NO_EXECUTE or _fresh_grant(record, now=now):
         return _holding(record, now=now, clique=clique)
     first_claim = (
-        record is not None and record.state is RecordState.PENDING and record.held_since is None
+        record is not None
+        and record.state is RecordState.PENDING
+        and record.held_since is None
+        and record.waiting_since is None
     )
     if raw < Reaction.NO_EXECUTE and not first_claim:
         # The fault is gone, only the hold-down asks for NoExecute: nothing new is claimed and a
@@ -195,17 +142,17 @@ def breaker_step(
             settings=settings,
         )
     if record is not None and record.state is RecordState.HELD:
-        return _held(
-            record,
-            previous=previous,
-            current=current,
-            me=me,
-            clique=clique,
-            peers=peers,
-            now=now,
-            settings=settings,
-        )
-    return _claim(now=now, clique=clique, current=current, held_since=None, previous=None)
+        if room:
+            return _claim(
+                now=now,
+                clique=clique,
+                current=current,
+                settings=settings,
+                held_since=record.held_since or record.at,
+                previous=previous,
+            )
+        return BreakerStep(cap=Reaction.NO_SCHEDULE, record=record, withheld=previous)
+    return _claim(now=now, clique=clique, current=current, settings=settings)
 
 
 def _holding(record: Record | None, *, now: datetime, clique: str) -> BreakerStep:
@@ -216,17 +163,23 @@ def _holding(record: Record | None, *, now: datetime, clique: str) -> BreakerSte
 
 
 def _decision(verdict: Admission, record: Record, *, now: datetime) -> BreakerStep:
-    """Act on the timely decision of the pending ``record``: NoExecute, or held back."""
+    """Act on the timely answer to the pending ``record``: NoExecute, or held back."""
     if verdict.granted:
-        granted = Record(state=RecordState.GRANTED, at=now, clique=record.clique)
+        granted = Record(
+            state=RecordState.GRANTED, at=now, clique=record.clique, window_s=verdict.window_s
+        )
         return BreakerStep(
             cap=Reaction.NO_EXECUTE,
             record=granted,
             decided=verdict,
             released=record.held_since is not None,
         )
+    # The held record keeps the claim's ``at``: the refusal on the Node still answers it.
     held = Record(
-        state=RecordState.HELD, at=now, clique=record.clique, held_since=record.held_since or now
+        state=RecordState.HELD,
+        at=record.at,
+        clique=record.clique,
+        held_since=record.held_since or now,
     )
     return BreakerStep(cap=Reaction.NO_SCHEDULE, record=held, withheld=verdict, decided=verdict)
 
@@ -242,64 +195,42 @@ def _pending(
     now: datetime,
     settings: BreakerSettings,
 ) -> BreakerStep:
-    """The node's claim is pending: act on its decision, claim again, or wait for it."""
-    half = timedelta(seconds=settings.claim_timeout_s / 2)
+    """The node's claim is pending: act on its answer, claim again, or wait for it."""
+    within = timedelta(seconds=record.decide_within_s or settings.claim_timeout_s / 2)
     decided = verdict is not None and verdict.claim == record.at
-    if verdict is not None and decided and verdict.decided_at - record.at <= half:
+    if verdict is not None and decided and verdict.decided_at - record.at <= within:
         return _decision(verdict, record, now=now)
-    if decided or now - record.at > half:
-        # Undecided for too long, or decided too late (others may have stopped counting
-        # it): claim again, if the fault still asks for it.
+    if decided or now - record.at >= within:
+        # No answer in time, or one too late to act on: claim again, if the fault still asks
+        # for it; from now on the node carries NoSchedule and says it waits for an answer.
         if raw < Reaction.NO_EXECUTE:
             return BreakerStep(cap=Reaction.NO_SCHEDULE, record=None)
-        return _claim(
-            now=now, clique=clique, current=current, held_since=record.held_since, previous=previous
-        )
-    return BreakerStep(
-        cap=_waiting(current), record=record, withheld=previous if record.held_since else None
-    )
-
-
-def _held(
-    record: Record,
-    *,
-    previous: Admission | None,
-    current: Reaction,
-    me: str,
-    clique: str,
-    peers: Sequence[Peer],
-    now: datetime,
-    settings: BreakerSettings,
-) -> BreakerStep:
-    """The node is held back: claim again once there is room, else keep reporting the hold."""
-    room = admit(me=me, clique=record.clique or clique, peers=peers, now=now, settings=settings)
-    if room.granted:
         return _claim(
             now=now,
             clique=clique,
             current=current,
-            held_since=record.held_since or record.at,
+            settings=settings,
+            held_since=record.held_since,
+            waiting_since=record.waiting_since or (record.at if not record.held_since else None),
             previous=previous,
         )
-    return BreakerStep(cap=Reaction.NO_SCHEDULE, record=record, withheld=room)
+    return BreakerStep(
+        cap=_waiting(current, record),
+        record=record,
+        withheld=previous if record.held_since else None,
+        undecided_since=record.waiting_since,
+    )
 
 
 def next_change(
-    *, record: Record | None, peers: Iterable[Peer], now: datetime, settings: BreakerSettings
+    *, record: Record | None, now: datetime, settings: BreakerSettings
 ) -> datetime | None:
-    """The next moment the breaker's step can change by time alone: a claim to retry, a grant
-    whose window ends, or (while held back) another node that stops counting."""
-    moments: list[datetime] = []
-    if record is not None:
-        if record.state is RecordState.PENDING:
-            moments.append(record.at + timedelta(seconds=settings.claim_timeout_s / 2))
-        elif record.state is RecordState.GRANTED:
-            moments.append(record.at + timedelta(seconds=settings.window_s))
-        else:
-            moments.extend(
-                moment
-                for peer in peers
-                if (moment := expires_at(peer, now=now, settings=settings)) is not None
-            )
-    later = [moment for moment in moments if moment > now]
-    return min(later) if later else None
+    """The next moment the breaker's step can change by time alone: a claim to make again, or
+    a grant whose window ends. (A held node waits for the arbiter's offer of room.)"""
+    moment: datetime | None = None
+    if record is not None and record.state is RecordState.PENDING:
+        within = record.decide_within_s or settings.claim_timeout_s / 2
+        moment = record.at + timedelta(seconds=within)
+    elif record is not None and record.state is RecordState.GRANTED:
+        moment = record.at + timedelta(seconds=record.window_s)
+    return moment if moment is not None and moment > now else None

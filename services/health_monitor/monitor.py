@@ -10,10 +10,10 @@ node in one process. :meth:`HealthMonitor.run` runs three tasks until cancelled,
 
 - **NVML** (``watcher``): readings and XID events feed :class:`Observations`; NVML that cannot
   be read is a fault of its own (condition Unknown, a NoSchedule taint).
-- **Node**: an informer on the one Node, so a change by anyone (a taint removed by hand, the
-  node registered again) is seen and corrected. With the circuit breaker on (the default) it
-  watches every Node instead: the other nodes' taints and breaker records are the breaker's
-  shared state (``fleet``, ``breaker``, ``ledger``).
+- **Node**: an informer on the one Node (a field selector), so a change by anyone (a taint
+  removed by hand, the node registered again, the circuit breaker's answer to its claim) is
+  seen and acted on; what the monitor reads does not grow with the cluster (``fleet``,
+  ``breaker``).
 - **Reconcile** (here): whenever something changed, or a deadline ends, mark the faults that
   stay on their GPU (``scope``), move the episode on (:func:`state.advance`), hand what it
   announces to the :class:`FaultAnnouncer`, evaluate :func:`state.desired_health` capped by
@@ -117,7 +117,7 @@ class HealthMonitor:
         self._informer = node_informer(
             client, node_name=node_name, settings=settings, metrics=metrics
         )
-        self._informer.add_handler(self._on_any_node)
+        self._informer.add_handler(self._on_own_node)
         self._gpus = GpuReactor(
             node_name=node_name, client=client, pod_resources=pod_resources, settings=settings,
             metrics=self.metrics, registry=metrics, on_change=self._dirty.set,
@@ -126,7 +126,6 @@ class HealthMonitor:
             node_name=node_name,
             settings=settings.breaker,
             metrics=self.metrics,
-            nodes=self._informer.cache,
             wall_clock=wall_clock,
         )
         self._known_clique = ""  # the last clique this node was seen in (breaker scope)
@@ -156,12 +155,9 @@ class HealthMonitor:
 
     # -- the Node -----------------------------------------------------------------------------
 
-    def _on_any_node(self, old: Node | None, new: Node | None) -> None:
-        current = new if new is not None else old
-        if current is not None and current.metadata.name == self.node_name:
-            self._on_node(new)
-        if self._fleet.observe(old, new):
-            self._dirty.set()
+    def _on_own_node(self, _old: Node | None, new: Node | None) -> None:
+        self._on_node(new)
+        self._fleet.observe(new)
 
     def _on_node(self, new: Node | None) -> None:
         if new is None:

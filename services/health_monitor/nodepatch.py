@@ -11,7 +11,7 @@ The monitor owns these things on its Node and writes nothing else:
 - the ``cdo.dev/GpuHealthy`` condition: a strategic merge patch of the status subresource,
   which merges conditions by ``type`` and so leaves the kubelet's and the IMEX agent's alone;
 - the ``cdo.dev/fault-trace-context`` annotation while a fault episode is open and spans are
-  exported, and the circuit breaker's record ``cdo.dev/gpu-fault-breaker`` (``ledger``): JSON
+  exported, and the circuit breaker's record ``cdo.dev/gpu-fault-breaker`` (shared/breaker): JSON
   merge patches of ``metadata.annotations`` naming only those keys.
 """
 

@@ -1,4 +1,4 @@
-"""The monitor's view of Nodes: which Nodes it watches, which of two observations of its own
+"""The monitor's view of Nodes: the one Node it watches, which of two observations of its own
 Node is newer (its writes and watch events race), and the writer of its own Node."""
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ def newer(known: Node | None, seen: Node) -> Node:
 def node_informer(
     client: KubeClient, *, node_name: str, settings: MonitorSettings, metrics: Metrics
 ) -> Informer[Node]:
-    """With the breaker on, every Node (its state is theirs); otherwise only this one."""
-    breaker = settings.breaker
+    """This node's Node, and no other: what the monitor reads does not grow with the cluster
+    (the circuit breaker's answers come on this Node too)."""
     return Informer(
         client,
         NODES,
         Node,
-        field_selector="" if breaker.enabled else f"metadata.name={node_name}",
-        label_selector=breaker.node_selector if breaker.enabled else "",
+        field_selector=f"metadata.name={node_name}",
         settings=settings.informer,
         metrics=metrics,
     )

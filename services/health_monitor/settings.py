@@ -90,65 +90,27 @@ class ServiceSettings(Settings, frozen=True, kw_only=True):
 
 
 class BreakerSettings(Settings, frozen=True, kw_only=True):
-    """The circuit breaker on NoExecute taints (docs/health-monitor.md, "Circuit breaker")."""
+    """The node's side of the circuit breaker on NoExecute taints (docs/health-monitor.md,
+    "Circuit breaker"); the caps are the clique allocator's (CDO_CLIQUE_ALLOCATOR_BREAKER_*)."""
 
     enabled: Annotated[
         bool,
         Meta(
-            description="Cap the share of a clique's and of the cluster's nodes that carry the "
-            "NoExecute fault taint; past the cap a fatal fault only reports (NoSchedule, "
-            "condition, Event)."
+            description="Claim NoExecute from the circuit breaker (the clique allocator's "
+            "leader answers, capping the share of a clique's and of the cluster's nodes that "
+            "carry it); past the cap a fatal fault only reports (NoSchedule, condition, "
+            "Event). Off: every fatal fault taints NoExecute."
         ),
     ] = True
-    clique_share: Annotated[
-        float,
-        Meta(
-            description="Most of a clique's nodes that may hold NoExecute at once, as a share "
-            "(rounded down, at least min_nodes).",
-            ge=0,
-            le=1,
-        ),
-    ] = 0.25
-    cluster_share: Annotated[
-        float,
-        Meta(
-            description="Most of the cluster's monitored nodes that may hold NoExecute at once, "
-            "as a share (rounded down, at least min_nodes).",
-            ge=0,
-            le=1,
-        ),
-    ] = 0.1
-    min_nodes: Annotated[
-        int,
-        Meta(
-            description="Nodes of each clique and of the cluster that may always hold "
-            "NoExecute, whatever the shares (0: only the shares count).",
-            ge=0,
-        ),
-    ] = 1
-    window_s: Annotated[
-        float,
-        Meta(
-            description="A node granted NoExecute keeps counting against the caps for this "
-            "long after the grant, even once its taint is gone (damps flapping).",
-            ge=0,
-        ),
-    ] = 600.0
     claim_timeout_s: Annotated[
         float,
         Meta(
-            description="A claim for NoExecute not decided within half of this is made again; "
-            "other monitors stop counting an undecided claim after all of it.",
+            description="An answer to a claim for NoExecute is acted on only within half of "
+            "this after the claim; without one the claim is made again, and the node carries "
+            "NoSchedule until an answer comes.",
             gt=0,
         ),
     ] = 30.0
-    node_selector: Annotated[
-        str,
-        Meta(
-            description="Label selector of the Nodes the breaker counts (empty: every Node); "
-            "e.g. nvidia.com/gpu.present=true."
-        ),
-    ] = ""
 
 
 class MonitorSettings(Settings, frozen=True, kw_only=True):

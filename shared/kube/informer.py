@@ -37,6 +37,7 @@ from typing import Annotated, Generic, TypeVar
 
 import msgspec
 from msgspec import Meta
+from prometheus_client import Gauge
 
 from shared.kube.cache import Cache
 from shared.kube.client import KubeClient
@@ -140,6 +141,7 @@ class Informer(Generic[T]):
         self._identity_decoder = msgspec.json.Decoder(_Identity)
         self._undecodable: set[str] = set()  # keys logged as undecodable, until they decode
         self._skipped = self._metrics.informer_undecodable.labels(resource.plural)
+        self._counted = 0  # this informer's share of ``cdo_informer_objects``
         self._event_decoder = msgspec.json.Decoder(RawWatchEvent)
         self._synced = asyncio.Event()
         self._resource_version = ""
@@ -178,6 +180,25 @@ class Informer(Generic[T]):
 
     async def run(self) -> None:
         """List and watch until cancelled."""
+        try:
+            await self._list_and_watch()
+        finally:
+            if self._counted:  # a stopped informer's cache is dropped with it
+                self._held().dec(self._counted)
+                self._counted = 0
+
+    def _held(self) -> Gauge:
+        return self._metrics.informer_objects.labels(self.resource.plural)
+
+    def _count(self) -> None:
+        """Bring this informer's share of ``cdo_informer_objects`` to its cache's size (the
+        resource's sample appears with the first list: an informer that has not listed yet
+        holds nothing)."""
+        held = len(self.cache)
+        self._held().inc(held - self._counted)
+        self._counted = held
+
+    async def _list_and_watch(self) -> None:
         pause = self._settings.backoff_initial_s
         reason = "start"
         while True:
@@ -288,6 +309,7 @@ class Informer(Generic[T]):
                 break
         for old, new in self.cache.replace(objects):
             self._notify(old, new)
+        self._count()
         self._resource_version = page.metadata.resource_version
         self._synced.set()
         log.debug(
@@ -334,6 +356,7 @@ class Informer(Generic[T]):
                 self._undecodable.discard(obj.key)
                 if (old := self.cache.delete(obj.key)) is not None:
                     self._notify(old, None)
+                    self._count()
             self._resource_version = obj.resource_version or self._resource_version
             return
         if kind == "DELETED":
@@ -344,6 +367,7 @@ class Informer(Generic[T]):
             self._notify(self.cache.upsert(obj), obj)
         self._resource_version = obj.metadata.resource_version
         self._events[kind].inc()
+        self._count()
 
     def _notify(self, old: T | None, new: T | None) -> None:
         for handler in self._handlers:

@@ -69,6 +69,7 @@ class InformerSet:
         *,
         namespace: str | None = None,
         field_selector: str = "",
+        label_selector: str = "",
         optional: OptionalApi | None = None,
     ) -> Informer[T]:
         """A new informer of the set, in the set's namespace unless ``namespace`` is given
@@ -80,6 +81,7 @@ class InformerSet:
             object_type,
             namespace=self._namespace if namespace is None else namespace,
             field_selector=field_selector,
+            label_selector=label_selector,
             settings=self._settings,
             metrics=self._metrics,
             presence=None if optional is None else self.presence(optional),

@@ -156,11 +156,11 @@ def test_the_full_size_is_the_issues_256_pods_and_the_whole_288_gpus() -> None:
 
 
 def test_the_bench_shortens_the_health_timings_unless_told_otherwise() -> None:
-    environ = {"CDO_HEALTH_BREAKER_WINDOW_S": "60"}
+    environ = {"CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S": "60"}
     chosen = bench_health_timings(environ)
-    assert chosen == {**HEALTH_TIMINGS, "CDO_HEALTH_BREAKER_WINDOW_S": "60"}
+    assert chosen == {**HEALTH_TIMINGS, "CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S": "60"}
     assert environ == chosen  # what the node host inherits
-    assert float(HEALTH_TIMINGS["CDO_HEALTH_BREAKER_WINDOW_S"]) < float(
+    assert float(HEALTH_TIMINGS["CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S"]) < float(
         HEALTH_TIMINGS["CDO_HEALTH_XID_LATCH_S"]
     ) + float(HEALTH_TIMINGS["CDO_HEALTH_HOLD_DOWN_S"])  # a healed node no longer counts
 

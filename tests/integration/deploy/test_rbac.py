@@ -67,7 +67,7 @@ EXPECTED: dict[str, frozenset[Access]] = {
         (CORE, "pods", "list watch patch"),
         (CORE, "pods/status", "patch"),
         (CORE, "pods/eviction", "create"),
-        (CORE, "nodes", "list watch"),
+        (CORE, "nodes", "list watch patch"),
         (APPS, "replicasets", "list watch"),
         (APPS, "statefulsets", "list watch"),
         (BATCH, "jobs", "list watch"),

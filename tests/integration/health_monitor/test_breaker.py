@@ -1,13 +1,16 @@
-"""The circuit breaker: monitors of many nodes, one per node and no coordinator, never put
-NoExecute on more nodes than the cap, whatever the number of nodes that fault at once.
+"""The circuit breaker: monitors of many nodes, each reading only its own Node, and the arbiter
+(the clique allocator's leader in a cluster) never put NoExecute on more nodes than the cap,
+whatever the number of nodes that fault at once.
 
-Eight monitors in one process, each with its own Node informer, against the API emulator and
-a real nats-server. A fatal fault (NVML asks for a GPU reset) on every node at once: a watch
-on every Node checks that at no moment more than the cap carry NoExecute; the others show
-NoSchedule, the condition reason ``CircuitBreakerOpen``, a ``GpuFaultTaintWithheld`` Event
-naming the cap and the withheld metric. When faults recover and the window has passed, the
-held-back nodes whose fault still holds get NoExecute; when every fault is gone the breaker
-closes: no taint, no breaker record, every node healthy.
+Eight monitors in one process (36 in one test), each with an informer on its own Node only, and
+the arbiter with its informer on every Node, against the API emulator and a real nats-server. A
+fatal fault (NVML asks for a GPU reset) on every node at once: a watch on every Node checks that
+at no moment more than the cap carry NoExecute; the others show NoSchedule, the condition reason
+``CircuitBreakerOpen``, a ``GpuFaultTaintWithheld`` Event naming the cap and the withheld metric.
+When faults recover and the window has passed, the held-back nodes whose fault still holds get
+NoExecute; when every fault is gone the breaker closes: no taint, no breaker record or verdict,
+every node healthy. Without an arbiter a fatal fault gets NoSchedule and says it waits; a new
+arbiter that takes over mid-storm counts what the old one granted.
 """
 
 from __future__ import annotations
@@ -16,28 +19,39 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
 import pynvml
 import pytest
 
+from services.clique_allocator.breaker import BreakerSettings as Caps
 from services.health_monitor.settings import BreakerSettings, MonitorSettings
-from shared.crds.names import BREAKER_ANNOTATION, GPU_FAULT_TAINT, GPU_HEALTHY_CONDITION
+from shared.crds.names import (
+    BREAKER_ANNOTATION,
+    BREAKER_VERDICT_ANNOTATION,
+    GPU_FAULT_TAINT,
+    GPU_HEALTHY_CONDITION,
+)
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer, InformerSettings
 from shared.kube.models import Node
 from shared.kube.recorder import EventRecorder
 from shared.kube.resources import EVENTS, NODES
+from sim.kubeapi import KubeServer
+from sim.kubelet import connect_for_kubelets
 from tests.integration.health_monitor.harness import FAST, Harness, MonitorFactory
+from tests.support.arbiter import Arbiter
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
 NODES_IN_TEST = 8
 # A quarter of an 8-node clique: 2 nodes. The cluster's cap is out of the way here.
-BREAKER = BreakerSettings(clique_share=0.25, cluster_share=1.0, window_s=1.5, claim_timeout_s=5)
-SETTINGS = msgspec.structs.replace(FAST, breaker=BREAKER)
+CAPS = Caps(clique_share=0.25, cluster_share=1.0, window_s=1.5, claim_timeout_s=5)
+SETTINGS = msgspec.structs.replace(FAST, breaker=BreakerSettings(claim_timeout_s=5))
 # XIDs arrive as NVML events, so every monitor reacts within a millisecond of the others;
 # latched long enough to look at the result.
 XID_SETTINGS = msgspec.structs.replace(SETTINGS, xid_latch_s=3.0)
@@ -116,14 +130,18 @@ async def monitors(
     settings: MonitorSettings = SETTINGS,
     nodes: Sequence[int] = range(NODES_IN_TEST),
     skews_s: Sequence[float] = (),
+    monitor_client: KubeClient | None = None,
 ) -> AsyncIterator[list[Harness]]:
     """Monitors on ``nodes`` of the topology (by default the first of rack 0, one clique),
-    each recording Events; ``skews_s``: each monitor's wall clock offset (none by default)."""
+    each recording Events; ``skews_s``: each monitor's wall clock offset (none by default);
+    ``monitor_client``: the client the monitors share (by default the test's)."""
     async with contextlib.AsyncExitStack() as stack:
         harnesses = []
         for position, index in enumerate(nodes):
             recorder = EventRecorder(client, component="health-monitor", instance=f"m{index}")
-            clock = {"wall_clock": skewed(skews_s[position])} if skews_s else {}
+            clock: dict[str, Any] = {"wall_clock": skewed(skews_s[position])} if skews_s else {}
+            if monitor_client is not None:
+                clock["client"] = monitor_client
             harnesses.append(
                 await stack.enter_async_context(
                     start_monitor(index, settings=settings, recorder=recorder, **clock)
@@ -152,8 +170,9 @@ async def breaker_events(client: KubeClient, reason: str) -> dict[str, str]:
 
 
 async def test_taints_stop_at_the_cap_and_the_breaker_reports_then_closes(
-    start_monitor: MonitorFactory, kube_client: KubeClient
+    start_monitor: MonitorFactory, kube_client: KubeClient, arbiter: Arbiter
 ) -> None:
+    await arbiter.start(CAPS)
     async with (
         monitors(start_monitor, kube_client, XID_SETTINGS) as hs,
         watching(kube_client) as watch,
@@ -198,7 +217,7 @@ async def test_taints_stop_at_the_cap_and_the_breaker_reports_then_closes(
 
         events = await wait_for(withheld_events, what="an Event on each held-back node")
         for message in events.values():
-            assert f"hold NoExecute, claim it or had it within 1.5s (cap 25%: {CAP})" in message
+            assert f"hold NoExecute or had it within 1.5s (cap 25%: {CAP})" in message
             assert "clique" in message
 
         # The XIDs' latch ends, then the hold-down, then the grants' window.
@@ -207,25 +226,28 @@ async def test_taints_stop_at_the_cap_and_the_breaker_reports_then_closes(
             return all(
                 not any(t.key == GPU_FAULT_TAINT for t in node.spec.taints)
                 and BREAKER_ANNOTATION not in node.metadata.annotations
+                and BREAKER_VERDICT_ANNOTATION not in node.metadata.annotations
                 and (c := node.condition(GPU_HEALTHY_CONDITION)) is not None
                 and c.reason == "GpuHealthy"
                 for node in nodes
             )
 
-        await wait_for(closed, what="every taint and breaker record gone", timeout=15)
+        await wait_for(closed, what="every taint, breaker record and verdict gone", timeout=15)
         assert watch.most == CAP
         assert all(h.metric("cdo_health_breaker_withheld") == 0 for h in hs)
         assert all(h.running for h in hs)
 
 
 async def test_node_clocks_30s_ahead_and_behind_keep_the_cap(
-    start_monitor: MonitorFactory, kube_client: KubeClient
+    start_monitor: MonitorFactory, kube_client: KubeClient, arbiter: Arbiter
 ) -> None:
     """Half the monitors' clocks run 30 s ahead, half 30 s behind: each would read the others'
     claims and grants as 30 or 60 s older or younger than they are, past a claim's timeout (5 s)
     and a grant's window (1.5 s). Every node faults at once, and still no more than the cap
     carry NoExecute; when the first ones recover, the next ones follow, never more at once:
-    each monitor times the others' records by when it saw them, on its own clock."""
+    the arbiter times every record by when it saw it, on its own clock, and each monitor judges
+    only its own claim, by its own clock."""
+    await arbiter.start(CAPS)
     skews = [30.0 if index % 2 else -30.0 for index in range(NODES_IN_TEST)]
     async with (
         monitors(start_monitor, kube_client, skews_s=skews) as hs,
@@ -255,8 +277,9 @@ async def test_node_clocks_30s_ahead_and_behind_keep_the_cap(
 
 
 async def test_held_back_taints_follow_once_the_share_falls_below_the_cap(
-    start_monitor: MonitorFactory, kube_client: KubeClient
+    start_monitor: MonitorFactory, kube_client: KubeClient, arbiter: Arbiter
 ) -> None:
+    await arbiter.start(CAPS)
     async with monitors(start_monitor, kube_client) as hs, watching(kube_client) as watch:
         for h in hs:
             h.sim.set_recovery_action(0, RESET)
@@ -296,11 +319,11 @@ async def test_held_back_taints_follow_once_the_share_falls_below_the_cap(
 
 
 async def test_the_cluster_cap_counts_every_clique(
-    start_monitor: MonitorFactory, kube_client: KubeClient
+    start_monitor: MonitorFactory, kube_client: KubeClient, arbiter: Arbiter
 ) -> None:
     """Three nodes of each rack, the clique cap out of the way: a third of the six nodes."""
-    breaker = BreakerSettings(clique_share=1.0, cluster_share=0.34, window_s=1.5)
-    settings = msgspec.structs.replace(FAST, breaker=breaker)
+    await arbiter.start(Caps(clique_share=1.0, cluster_share=0.34, window_s=1.5))
+    settings = FAST
     racks = (0, 1, 2, 18, 19, 20)
     async with (
         monitors(start_monitor, kube_client, settings, racks) as hs,
@@ -324,6 +347,96 @@ async def test_the_cluster_cap_counts_every_clique(
             return events if set(events) == held else None
 
         events = await wait_for(withheld_events, what="an Event on each held-back node")
-        for message in events.values():  # others' claims decided meanwhile count as well
-            assert re.search(r"[2-5] of 6 nodes of the cluster hold NoExecute", message), message
+        for message in events.values():  # the arbiter counts its grants as it makes them
+            assert re.search(r"2 of 6 nodes of the cluster hold NoExecute", message), message
             assert message.endswith("(cap 34%: 2)"), message
+
+
+async def test_without_an_answer_a_fatal_fault_gets_noschedule_and_says_why(
+    start_monitor: MonitorFactory, kube_client: KubeClient, arbiter: Arbiter
+) -> None:
+    """No arbiter (the allocator down): the claim waits half its timeout, then the node carries
+    NoSchedule and its condition says no answer came; once an arbiter runs, NoExecute follows.
+    An arbiter that takes over while some nodes hold NoExecute counts them: still the cap."""
+    arbiter.start_none()
+    async with monitors(start_monitor, kube_client) as hs, watching(kube_client) as watch:
+        for h in hs:
+            h.sim.set_recovery_action(0, RESET)
+
+        async def waiting() -> list[str] | None:
+            watch.check(0)
+            messages = [(await h.condition()) for h in hs]
+            effects = watch.effects()
+            if any(effects[h.name] != "NoSchedule" for h in hs):
+                return None
+            return [c.message for c in messages if c is not None]
+
+        messages = await wait_for(waiting, what="NoSchedule on every node while no one answers")
+        assert all("no answer to this node's claim for NoExecute since" in m for m in messages)
+        assert all(h.metric("cdo_health_breaker_withheld") == 1 for h in hs)
+
+        await arbiter.start(CAPS)
+
+        async def capped() -> set[str] | None:
+            watch.check()
+            tainted = watch.no_execute()
+            return tainted if len(tainted) == CAP else None
+
+        first = await wait_for(capped, what="the cap reached once an arbiter answers")
+        # The arbiter is replaced (a new leader): it reads every Node afresh and counts the
+        # nodes that hold NoExecute; held nodes stay held.
+        await arbiter.stop()
+        await arbiter.start(CAPS)
+        await wait_for(lambda: arbiter.running, what="the new arbiter")
+        for _ in range(3):  # a while in which nothing may change: no place is free
+            await asyncio.sleep(0.5)
+            watch.check()
+        assert watch.no_execute() == first
+
+
+MANY = msgspec.structs.replace(SETTINGS, read_interval_s=0.5, event_wait_s=0.5)
+
+
+async def test_two_racks_faulting_at_once_keep_each_cliques_cap(
+    start_monitor: MonitorFactory, kube_client: KubeClient, arbiter: Arbiter, emulator: KubeServer
+) -> None:
+    """Every node of two 18-node racks faults at once: 36 monitors claim together, each reading
+    its own Node; the arbiter lets 4 of each rack's 18 carry NoExecute, never more."""
+    # Each monitor waits for NVML events in a worker thread, as the node host gives each node.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * 36 + 4))
+    await arbiter.start(Caps(clique_share=0.25, cluster_share=1.0, window_s=1.5))
+    # Three watches per monitor: more connections than a client's pool holds by default.
+    client = await connect_for_kubelets(emulator.kubeconfig, kubelets=2 * 36)
+    try:
+        await _two_racks_fault(start_monitor, kube_client, client, arbiter)
+    finally:
+        await client.close()
+
+
+async def _two_racks_fault(
+    start_monitor: MonitorFactory, kube_client: KubeClient, client: KubeClient, arbiter: Arbiter
+) -> None:
+    async with (
+        monitors(start_monitor, kube_client, MANY, range(36), monitor_client=client) as hs,
+        watching(kube_client) as watch,
+    ):
+        for h in hs:
+            h.sim.set_recovery_action(0, RESET)
+
+        def per_rack() -> dict[str, int]:
+            tainted = watch.no_execute()
+            counts: dict[str, int] = {}
+            for h in hs:
+                counts[h.clique] = counts.get(h.clique, 0) + (h.name in tainted)
+            return counts
+
+        async def capped() -> dict[str, int] | None:
+            watch.check(8)
+            found = per_rack()
+            assert all(count <= 4 for count in found.values()), found
+            withheld = sum(h.metric("cdo_health_breaker_withheld") for h in hs)
+            return found if sorted(found.values()) == [4, 4] and withheld == 28 else None
+
+        await wait_for(capped, what="4 of each rack with NoExecute, 28 held back", timeout=30)
+        assert watch.most == 8
+        assert arbiter.count("granted") == 8

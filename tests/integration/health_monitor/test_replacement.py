@@ -32,6 +32,7 @@ from sim.scheduler import Scheduler, SchedulerSettings
 from sim.topology import Cluster
 from tests.conftest import BusFactory
 from tests.integration.health_monitor.harness import Harness, running_monitor
+from tests.support.arbiter import Arbiter
 from tests.support.tasks import running
 from tests.support.wait import wait_for
 
@@ -88,7 +89,9 @@ async def test_a_pod_on_a_faulted_gpu_is_replaced_in_the_same_clique(
     cluster: Cluster,
     bus_factory: BusFactory,
     tmp_path: Path,
+    arbiter: Arbiter,
 ) -> None:
+    await arbiter.start()  # the circuit breaker's, as the clique allocator's leader runs it
     publisher = await bus_factory("health-monitor")
     subscriber = await bus_factory("observer")
     nodes = cluster.nodes[:2]

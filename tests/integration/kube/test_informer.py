@@ -98,6 +98,33 @@ async def test_lists_in_pages_then_follows_changes(
     assert informer.cache.get("default/cm4") is None
 
 
+def held(metrics: Metrics) -> float | None:
+    return metrics.registry.get_sample_value("cdo_informer_objects", {"resource": "configmaps"})
+
+
+async def test_the_objects_gauge_follows_the_cache_and_drops_with_the_informer(
+    running: tuple[Informer[ConfigMap], list[Change], Metrics], kube_client: KubeClient
+) -> None:
+    informer, _, metrics = running
+    assert held(metrics) == 20
+    await kube_client.create(CONFIG_MAPS, config_map("one-more", "1"), namespace="default")
+    await kube_client.delete(CONFIG_MAPS, "cm0", namespace="default")
+    await kube_client.delete(CONFIG_MAPS, "cm1", namespace="default")
+    await wait_for(lambda: len(informer.cache) == 19, what="one added, two deleted")
+    assert held(metrics) == 19
+    # A second informer of the resource in the same service adds its cache; a stopped one
+    # takes its share away.
+    other = Informer(
+        kube_client, CONFIG_MAPS, ConfigMap, namespace="default", settings=FAST, metrics=metrics
+    )
+    task = asyncio.create_task(other.run())
+    await wait_for(lambda: other.synced, what="the second informer's list")
+    assert held(metrics) == 38
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert held(metrics) == 19
+
+
 async def test_a_dropped_watch_resumes_without_relisting_or_losing_updates(
     running: tuple[Informer[ConfigMap], list[Change], Metrics],
     kube_client: KubeClient,

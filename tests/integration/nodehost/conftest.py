@@ -3,7 +3,8 @@
 Two racks of two nodes each (two cliques) on a random 127.x block with free IMEX ports, the
 cluster's kubelets, scheduler and controllers in this event loop, a real nats-server, and a
 :class:`sim.nodehost.NodeHost` following the cluster's power switches, with its control API on
-a free port. Services run with short hold-downs and latches, so a fault clears within a test.
+a free port, and the circuit breaker's arbiter (tests/support/arbiter.py). Services run with
+short hold-downs and latches, so a fault clears within a test.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import random
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,8 @@ from sim.nodehost import (
     Tracers,
 )
 from sim.nodehost.settings import load_service_settings
+from sim.topology import Node as TopologyNode
+from tests.support.arbiter import Arbiter
 from tests.support.wait import wait_for
 
 FAST_INFORMERS = InformerSettings(backoff_initial_s=0.05, backoff_max_s=0.5)
@@ -85,6 +88,23 @@ def fast_services() -> ServiceSettings:
         agent_informer=FAST_INFORMERS,
         attachments=4,
         monitor=FAST_MONITOR,
+    )
+
+
+def fast_host(
+    cluster: SimulatedCluster, nodes: Sequence[TopologyNode], *, nats_url: str, state: Path
+) -> NodeHost:
+    """A node host of ``nodes`` of ``cluster`` with the fast services, its files below ``state``."""
+    tracer = TracerProvider().get_tracer("test")
+    return NodeHost(
+        nodes=nodes,
+        client=cluster.client,
+        nats=NatsSettings(url=nats_url, reconnect_wait_s=0.1),
+        power=FleetPower(cluster.fleet),
+        layout=NodeLayout(root=state / "nodehost", kubelet_root=cluster.fleet.kubelet_root),
+        tracers=Tracers(agent=tracer, monitor=tracer),
+        services=fast_services(),
+        settings=HostSettings(power_poll_s=0.05, restart_backoff_s=0.1),
     )
 
 
@@ -137,31 +157,26 @@ async def hosted(nats_server: NatsServer) -> AsyncIterator[Hosted]:
         kubelet=KubeletSettings(lease_duration_s=4, heartbeat_interval_s=0.5),
         lifecycle=LifecycleSettings(node_monitor_grace_s=2, default_toleration_s=1),
     )
-    tracer = TracerProvider().get_tracer("test")
     try:
         async with (
             SimulatedCluster.running(options) as cluster,
             aiohttp.ClientSession() as http,
         ):
-            host = NodeHost(
-                nodes=cluster.topology.nodes,
-                client=cluster.client,
-                nats=NatsSettings(url=nats_server.url, reconnect_wait_s=0.1),
-                power=FleetPower(cluster.fleet),
-                layout=NodeLayout(root=state / "nodehost", kubelet_root=cluster.fleet.kubelet_root),
-                tracers=Tracers(agent=tracer, monitor=tracer),
-                services=fast_services(),
-                settings=HostSettings(power_poll_s=0.05, restart_backoff_s=0.1),
-            )
+            host = fast_host(cluster, cluster.topology.nodes, nats_url=nats_server.url, state=state)
             server = ControlServer(host)
             url = await server.start()
             task = asyncio.create_task(host.run(), name="node host")
+            # The circuit breaker's arbiter answers the monitors' claims for NoExecute, as the
+            # clique allocator's leader does in the whole system.
+            arbiter = Arbiter(cluster.client)
+            await arbiter.start()
             try:
                 yield Hosted(
                     cluster=cluster, host=host, control_url=url, nats_url=nats_server.url, http=http
                 )
                 assert not task.done(), task.exception()
             finally:
+                await arbiter.stop()
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

@@ -59,8 +59,8 @@ def test_every_scenario_that_ran_has_its_keys_in_order() -> None:
         "nats_outage_ready_p50_s=3.00 nats_outage_refused_pods=0"
     )
     assert lines[1] == (
-        "health monitors: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
-        "CDO_HEALTH_BREAKER_WINDOW_S=5"
+        "fault timings: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
+        "CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S=5"
     )
     assert "target seed < 3 s: met (p50 2.10 s)" in lines
     assert "target whole_cluster < 10 s: met (p50 5.00 s)" in lines

@@ -39,3 +39,20 @@ def test_describe_lists_every_variable() -> None:
     text = describe()
     assert "CDO_CLIQUE_ALLOCATOR_WEBHOOK_CERT_FILE" in text
     assert "CDO_CLIQUE_ALLOCATOR_LEASE_NAMESPACE" in text
+
+
+def test_the_circuit_breakers_caps() -> None:
+    breaker = load({}).breaker
+    assert (breaker.clique_share, breaker.cluster_share, breaker.min_nodes) == (0.25, 0.1, 1)
+    assert (breaker.window_s, breaker.claim_timeout_s, breaker.node_selector) == (600, 30, "")
+    changed = load(
+        {
+            "CDO_CLIQUE_ALLOCATOR_BREAKER_CLIQUE_SHARE": "0.5",
+            "CDO_CLIQUE_ALLOCATOR_BREAKER_WINDOW_S": "60",
+            "CDO_CLIQUE_ALLOCATOR_BREAKER_NODE_SELECTOR": "nvidia.com/gpu.present=true",
+        }
+    ).breaker
+    assert (changed.clique_share, changed.window_s) == (0.5, 60)
+    assert changed.node_selector == "nvidia.com/gpu.present=true"
+    with pytest.raises(ConfigError, match="CDO_CLIQUE_ALLOCATOR_BREAKER_CLUSTER_SHARE"):
+        load({"CDO_CLIQUE_ALLOCATOR_BREAKER_CLUSTER_SHARE": "1.5"})

@@ -60,27 +60,18 @@ def test_describe_lists_every_variable() -> None:
         assert name in text
 
 
-def test_the_circuit_breaker_is_on_by_default_with_safe_caps() -> None:
+def test_the_circuit_breaker_is_on_by_default() -> None:
     breaker = load_monitor_settings({}).breaker
-    assert breaker.enabled
-    assert (breaker.clique_share, breaker.cluster_share, breaker.min_nodes) == (0.25, 0.1, 1)
-    assert (breaker.window_s, breaker.claim_timeout_s, breaker.node_selector) == (600, 30, "")
+    assert (breaker.enabled, breaker.claim_timeout_s) == (True, 30)
 
 
 def test_breaker_settings_from_the_environment() -> None:
     breaker = load_monitor_settings(
-        {
-            "CDO_HEALTH_BREAKER_ENABLED": "false",
-            "CDO_HEALTH_BREAKER_CLIQUE_SHARE": "0.5",
-            "CDO_HEALTH_BREAKER_CLUSTER_SHARE": "0.2",
-            "CDO_HEALTH_BREAKER_MIN_NODES": "2",
-            "CDO_HEALTH_BREAKER_WINDOW_S": "60",
-            "CDO_HEALTH_BREAKER_NODE_SELECTOR": "nvidia.com/gpu.present=true",
-        }
+        {"CDO_HEALTH_BREAKER_ENABLED": "false", "CDO_HEALTH_BREAKER_CLAIM_TIMEOUT_S": "10"}
     ).breaker
-    assert not breaker.enabled
-    assert (breaker.clique_share, breaker.cluster_share, breaker.min_nodes) == (0.5, 0.2, 2)
-    assert (breaker.window_s, breaker.node_selector) == (60, "nvidia.com/gpu.present=true")
-    with pytest.raises(ConfigError, match="CDO_HEALTH_BREAKER_CLIQUE_SHARE"):
-        load_monitor_settings({"CDO_HEALTH_BREAKER_CLIQUE_SHARE": "1.5"})
-    assert "CDO_HEALTH_BREAKER_CLUSTER_SHARE" in describe()
+    assert (breaker.enabled, breaker.claim_timeout_s) == (False, 10)
+    with pytest.raises(ConfigError, match="CDO_HEALTH_BREAKER_CLAIM_TIMEOUT_S"):
+        load_monitor_settings({"CDO_HEALTH_BREAKER_CLAIM_TIMEOUT_S": "0"})
+    assert "CDO_HEALTH_BREAKER_ENABLED" in describe()
+    # The caps are the arbiter's, the clique allocator's settings.
+    assert "CDO_HEALTH_BREAKER_CLIQUE_SHARE" not in describe()

@@ -1,4 +1,4 @@
-"""The breaker's state on a Node: the record annotation and what a Node counts for."""
+"""The breaker's state on a Node: the record and verdict annotations and what a Node counts for."""
 
 from __future__ import annotations
 
@@ -8,19 +8,23 @@ from typing import Any
 import msgspec
 import pytest
 
-from services.health_monitor.ledger import (
+from shared.breaker import (
+    BreakerCaps,
     Peer,
     Record,
     RecordState,
+    Verdict,
     counts,
     decode_record,
+    decode_verdict,
     encode_record,
+    encode_verdict,
     expires_at,
     peer_of,
 )
-from services.health_monitor.settings import BreakerSettings
 from shared.crds.names import (
     BREAKER_ANNOTATION,
+    BREAKER_VERDICT_ANNOTATION,
     CLIQUE_LABEL,
     GPU_FAULT_TAINT,
     GPU_HEALTHY_CONDITION,
@@ -28,7 +32,7 @@ from shared.crds.names import (
 from shared.kube.models import Node
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
-SETTINGS = BreakerSettings(window_s=600, claim_timeout_s=30)
+CAPS = BreakerCaps(window_s=600, claim_timeout_s=30)
 
 
 def ago(seconds: float) -> datetime:
@@ -61,6 +65,14 @@ def test_a_record_survives_the_annotation() -> None:
     )
 
 
+def test_a_verdict_survives_the_annotation() -> None:
+    verdict = Verdict(claim=NOW, scope="clique", clique="u.1", counted=4, size=18, limit=4)
+    assert decode_verdict(encode_verdict(verdict)) == verdict
+    assert encode_verdict(Verdict(claim=NOW, granted=True, window_s=600)) == (
+        '{"claim":"2025-06-01T12:00:00Z","granted":true,"window_s":600}'
+    )
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -75,6 +87,13 @@ def test_a_record_survives_the_annotation() -> None:
 )
 def test_an_unreadable_record_counts_as_none(text: str | None) -> None:
     assert decode_record(text) is None
+
+
+@pytest.mark.parametrize(
+    "text", [None, "", "[]", '{"granted":true}', '{"claim":"2025-06-01T12:00:00"}']
+)
+def test_an_unreadable_verdict_answers_nothing(text: str | None) -> None:
+    assert decode_verdict(text) is None
 
 
 def test_peer_of_a_node() -> None:
@@ -102,13 +121,65 @@ def test_peer_of_a_node() -> None:
     assert not peer_of(node()).monitored
 
 
+def annotated(record: Record | None, verdict: Verdict | None) -> Node:
+    annotations = {}
+    if record is not None:
+        annotations[BREAKER_ANNOTATION] = encode_record(record)
+    if verdict is not None:
+        annotations[BREAKER_VERDICT_ANNOTATION] = encode_verdict(verdict)
+    return node(annotations=annotations)
+
+
+def test_a_verdict_counts_only_for_the_record_it_answers() -> None:
+    claim = Record(state=RecordState.PENDING, at=ago(1))
+    grant = Verdict(claim=ago(1), granted=True)
+    peer = peer_of(annotated(claim, grant))
+    assert (peer.verdict, peer.granted_at, peer.stale_verdict) == (grant, ago(1), False)
+    # An answer to an earlier claim answers nothing now, and goes.
+    older = peer_of(annotated(claim, Verdict(claim=ago(9), granted=True)))
+    assert (older.verdict, older.granted_at, older.stale_verdict) == (None, None, True)
+    # A refusal answers, but reserves nothing; a grant acted on (granted record) is stale.
+    refused = peer_of(annotated(claim, Verdict(claim=ago(1))))
+    assert refused.verdict is not None and refused.granted_at is None
+    acted = Record(state=RecordState.GRANTED, at=ago(1))
+    assert peer_of(annotated(acted, Verdict(claim=ago(1), granted=True))).stale_verdict
+    # No record any more: the verdict goes.
+    assert peer_of(annotated(None, grant)).stale_verdict
+
+
 @pytest.mark.parametrize(
     ("peer", "counted", "until"),
     [
         (Peer(name="a"), False, None),
         (Peer(name="a", no_execute=True), True, None),
-        (Peer(name="a", record=Record(state=RecordState.PENDING, at=ago(29))), True, ago(-1)),
-        (Peer(name="a", record=Record(state=RecordState.PENDING, at=ago(30))), False, None),
+        (Peer(name="a", record=Record(state=RecordState.PENDING, at=ago(1))), False, None),
+        (
+            Peer(
+                name="a",
+                record=Record(state=RecordState.PENDING, at=ago(5)),
+                granted_at=ago(29),
+            ),
+            True,
+            ago(-1),
+        ),
+        (
+            Peer(
+                name="a",
+                record=Record(state=RecordState.PENDING, at=ago(5), decide_within_s=20),
+                granted_at=ago(30),
+            ),
+            True,
+            ago(-10),
+        ),
+        (
+            Peer(
+                name="a",
+                record=Record(state=RecordState.PENDING, at=ago(5)),
+                granted_at=ago(30),
+            ),
+            False,
+            None,
+        ),
         (Peer(name="a", record=Record(state=RecordState.GRANTED, at=ago(599))), True, ago(-1)),
         (Peer(name="a", record=Record(state=RecordState.GRANTED, at=ago(600))), False, None),
         (Peer(name="a", record=Record(state=RecordState.HELD, at=ago(1))), False, None),
@@ -121,8 +192,10 @@ def test_peer_of_a_node() -> None:
     ids=[
         "nothing",
         "tainted",
-        "claim",
-        "claim-timed-out",
+        "claim-alone",
+        "grant-not-acted-on",
+        "grant-held-twice-the-claims-reaction-time",
+        "grant-not-acted-on-past-the-timeout",
         "grant-in-window",
         "grant-past-window",
         "held",
@@ -130,5 +203,5 @@ def test_peer_of_a_node() -> None:
     ],
 )
 def test_what_counts_against_the_caps(peer: Peer, counted: bool, until: datetime | None) -> None:
-    assert counts(peer, now=NOW, settings=SETTINGS) is counted
-    assert expires_at(peer, now=NOW, settings=SETTINGS) == until
+    assert counts(peer, now=NOW, caps=CAPS) is counted
+    assert expires_at(peer, now=NOW, caps=CAPS) == until
