@@ -7,7 +7,7 @@ domains of 18 pods x 4 GPUs applied together, one pinned (``nodeSelector`` on it
 ``cdo.dev/nvlink-domain``) to the last hollow rack and one to the first full rack, each timed
 from the create to Ready with every pod Running; then ``cdo sim down``.
 
-    python -m bench.hollow [--racks 8,32] [--full-racks 1] [--window 30] [--timeout 600]
+    python -m bench.hollow [--racks 8,32] [--full-racks 1] [--window 15] [--timeout 600]
 
 Prints a table per size and one line ``RESULT key=value ...`` with the size in each key:
 ``bringup_s_<N>``, ``<process>_rss_mb_<N>`` and ``<process>_cpu_pct_<N>`` (process: sim,
@@ -209,7 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.hollow", description=__doc__)
     parser.add_argument("--racks", default="8,32", help="sizes, comma separated (8,32)")
     parser.add_argument("--full-racks", type=int, default=1)
-    parser.add_argument("--window", type=float, default=30.0, help="seconds at rest measured")
+    parser.add_argument("--window", type=float, default=15.0, help="seconds at rest measured")
     parser.add_argument("--timeout", type=float, default=600.0, help="per step, seconds")
     args = parser.parse_args()
     figures: list[tuple[str, str | None]] = []

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 import pytest_asyncio
 
+from shared.command_errors import CommandError
 from shared.crds import COMPUTE_DOMAINS
 from shared.crds.names import CLIQUE_LABEL, DRIVER_NAME, IMEX_READY_CONDITION, NVLINK_DOMAIN_LABEL
 from shared.kube.models import ResourceSlice
@@ -75,6 +76,8 @@ async def test_every_node_is_in_the_api_ready_with_its_clique_and_slice(
     hollow = {entry["name"] for entry in listed if entry["hollow"]}
     assert {rack_of(name) for name in hollow} == {f"rack-{i}" for i in range(1, RACKS)}
     assert len(hollow) == (RACKS - 1) * NODES_PER_RACK
+    with pytest.raises(CommandError, match="hollow node: it has no power switch"):
+        simctl.request(cluster.control_url, "POST", f"/nodes/{HOLLOW_RACK}-tray00/power/off")
 
 
 async def test_only_the_full_rack_runs_per_node_services(system: WholeSystem) -> None:
