@@ -36,7 +36,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,6 @@ class HollowNodes:
         self._node_queue: WorkQueue[ObjectKey] = WorkQueue(
             name="hollow-nodes", metrics=self._metrics
         )
-        self._registered = 0
         self.heartbeat_lag_s = 0.0
         """How far the last round of Lease renewals finished behind its schedule."""
 
@@ -296,7 +295,6 @@ class HollowNodes:
         hollow.last_report = time.monotonic() - random.uniform(
             0, self._settings.status_report_interval_s
         )
-        self._registered += 1
         await self._renew(hollow)
         await self._make_slice(hollow, created.metadata.uid)
 
@@ -315,7 +313,9 @@ class HollowNodes:
             await self._client.replace(RESOURCE_SLICES, name, body)
         hollow.slice_for = node_uid
 
-    async def _retrying(self, hollow: HollowNode, what: str, step: Any) -> None:
+    async def _retrying(
+        self, hollow: HollowNode, what: str, step: Callable[[HollowNode], Awaitable[None]]
+    ) -> None:
         pause = 0.2
         while True:
             try:
@@ -349,7 +349,13 @@ class HollowNodes:
                 batch = order[start : start + per_tick]
                 await asyncio.gather(*(self._renew_logged(h) for h in batch))
             elapsed = time.monotonic() - round_started
-            self.heartbeat_lag_s = max(0.0, elapsed - interval)
+            lag = max(0.0, elapsed - interval)
+            if lag > 0 and self.heartbeat_lag_s == 0:
+                log.warning(
+                    "the hollow nodes' Lease renewals fall behind",
+                    extra={"nodes": len(order), "round_s": round(elapsed, 1)},
+                )
+            self.heartbeat_lag_s = lag
             if elapsed < interval:
                 await asyncio.sleep(interval - elapsed)
 
