@@ -1,6 +1,7 @@
 """``python -m sim``: run the simulated cluster, power nodes off and on.
 
-    python -m sim up [--topology FILE] [--state-dir DIR] [--api-port P] [--label-cliques]
+    python -m sim up [--topology FILE | --racks N] [--full-racks M] [--state-dir DIR]
+                     [--api-port P] [--label-cliques]
                      [--api-in-process] [--kubernetes-version 1.34|1.35|1.36|1.37]
                      [--feature-gates Name=true,...] [--runtime-config group/version=true,...]
     python -m sim status [--state-dir DIR]
@@ -12,6 +13,9 @@ kubeconfig holds the admin's token and the CA, and the emulator keeps its access
 ``<state dir>/access.json``. The other commands find it through ``<state dir>/cluster.json``.
 The whole cluster runs at one Kubernetes release (default: the newest): the emulator presents
 its APIs and gates, the scheduler and controllers follow them (:mod:`sim.release`).
+``--racks N`` generates a topology of N NVL72 racks (``<state dir>/topology.yaml``, for the
+node host's ``--topology``); ``--full-racks M`` gives only the first M racks a simulated kubelet
+per node and makes the others' nodes hollow (:mod:`sim.hollow`).
 """
 
 from __future__ import annotations
@@ -47,15 +51,20 @@ from sim.kubeapi.releases import ReleaseError
 from sim.kubeapi.releases.flags import add_release_arguments
 from sim.kubelet import KubeletSettings
 from sim.topology import DEFAULT_TOPOLOGY, TopologyError
+from sim.topology.generate import GENERATED_TOPOLOGY_FILE, nvl72_racks, write_topology
 
 
 async def up(args: argparse.Namespace, release: ReleaseSettings) -> int:
     state_dir: Path = args.state_dir.resolve()
     # A new cluster starts empty: the API server's data is kept only across its own restarts.
     shutil.rmtree(state_dir / API_DATA_DIR, ignore_errors=True)
+    topology: Path = args.topology
+    if args.racks is not None:
+        topology = write_topology(nvl72_racks(args.racks), state_dir / GENERATED_TOPOLOGY_FILE)
     options = ClusterOptions(
         state_dir=state_dir,
-        topology=args.topology,
+        topology=topology,
+        full_racks=args.full_racks,
         api_port=args.api_port,
         label_cliques=args.label_cliques,
         api_process=not args.api_in_process,
@@ -89,10 +98,12 @@ async def up(args: argparse.Namespace, release: ReleaseSettings) -> int:
         )
         write_cluster(state_dir, info)
         cliques = sorted({node.clique for node in cluster.topology.nodes})
+        hollow = f" ({len(cluster.hollow)} hollow)" if cluster.hollow is not None else ""
         print(
-            f"simulated cluster up: {len(cluster.topology.nodes)} nodes in {len(cliques)} "
-            f"cliques, Kubernetes {release['kubernetes_version']}"
+            f"simulated cluster up: {len(cluster.topology.nodes)} nodes{hollow} in "
+            f"{len(cliques)} cliques, Kubernetes {release['kubernetes_version']}"
         )
+        print(f"  topology     {topology}")
         print(f"  API server   {cluster.url}")
         print(f"  kubeconfig   {cluster.kubeconfig}")
         print(f"  try          kubectl --kubeconfig {cluster.kubeconfig} get nodes")
@@ -121,12 +132,40 @@ def power(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _not_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m sim", description="The simulated cluster.")
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="run the simulated cluster until Ctrl-C")
     start.add_argument("--topology", type=Path, default=DEFAULT_TOPOLOGY)
+    start.add_argument(
+        "--racks",
+        type=_positive,
+        default=None,
+        help="N NVL72 racks (18 nodes of 4 GPUs, one clique each) instead of --topology; "
+        "the topology is written to <state dir>/topology.yaml",
+    )
+    start.add_argument(
+        "--full-racks",
+        type=_not_negative,
+        default=None,
+        help="only the first M racks' nodes get a simulated kubelet each (and the node host's "
+        "services); the other racks' nodes are hollow (default: every rack full)",
+    )
     start.add_argument("--api-port", type=int, default=0)
     start.add_argument(
         "--label-cliques",
@@ -152,6 +191,8 @@ def main() -> None:
     switch.add_argument("state", choices=["on", "off"])
     switch.add_argument("node")
     args = parser.parse_args()
+    if getattr(args, "racks", None) is not None and args.topology != DEFAULT_TOPOLOGY:
+        parser.error("--racks generates the topology: leave out --topology")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         if args.command == "up":

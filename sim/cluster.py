@@ -13,6 +13,10 @@ ReplicaSet, StatefulSet, Job, JobSet and LeaderWorkerSet with their CRDs, resour
 node lifecycle controller. cdo's own services run beside
 it and reach it through ``kubeconfig``. Until the health monitor runs, ``label_cliques`` puts the
 clique labels on the nodes directly (the monitor owns them once it runs).
+
+With ``full_racks`` M, only the first M racks' nodes get a simulated kubelet each; every other
+node is hollow (:mod:`sim.hollow`): the same Node, Lease, pods and the objects its IMEX agent and
+health monitor would write, served for all of them by one set of tasks.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +37,7 @@ from shared.kube.resources import DEVICE_CLASSES, NODES
 from shared.metrics import Metrics
 from sim.controllers import ControllerManager, ControllerSettings
 from sim.gpudriver import device_class_manifest
+from sim.hollow import HollowNodes, clique_labels
 from sim.kubeapi import KubeServer, ServerConfig, serve
 from sim.kubeapi.hosting.child_process import ApiProcess, serve_in_process_of_its_own
 from sim.kubelet import (
@@ -40,18 +45,18 @@ from sim.kubelet import (
     KubeletSettings,
     LifecycleSettings,
     NodeLifecycleController,
+    SimulatedKubelet,
     connect_for_kubelets,
 )
 from sim.release import DeviceTaintSupport
 from sim.scheduler import Scheduler, SchedulerSettings
 from sim.topology import DEFAULT_TOPOLOGY, Cluster, load_topology
-from sim.topology import Node as TopologyNode
 
 log = logging.getLogger("cdo.sim")
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
-NVLINK_DOMAIN_LABEL = "cdo.dev/nvlink-domain"
-MULTI_NODE_NVLINK_LABEL = "cdo.dev/multi-node-nvlink"
+# Above this many nodes, readiness is polled less often: a LIST of every Node is not free.
+_MANY_NODES = 200
 
 
 @dataclass(frozen=True)
@@ -72,12 +77,13 @@ class ClusterOptions:
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     controllers: ControllerSettings = field(default_factory=ControllerSettings)
+    full_racks: int | None = None
+    """Only the first this many racks get a simulated kubelet per node; the others' nodes are
+    hollow (:mod:`sim.hollow`). None: every rack is full."""
 
-
-def clique_labels(node: TopologyNode) -> Mapping[str, str]:
-    if not node.nvlink:
-        return {MULTI_NODE_NVLINK_LABEL: "false"}
-    return {CLIQUE_LABEL: node.clique, NVLINK_DOMAIN_LABEL: node.cluster_uuid}
+    def __post_init__(self) -> None:
+        if self.full_racks is not None and self.full_racks < 0:
+            raise ValueError(f"full_racks must be 0 or more, not {self.full_racks}")
 
 
 class SimulatedCluster:
@@ -94,11 +100,14 @@ class SimulatedCluster:
         controllers: ControllerManager,
         lifecycle: NodeLifecycleController,
         metrics: Metrics,
+        hollow: HollowNodes | None = None,
     ) -> None:
         self.topology = topology
         self.api = api
         self.client = client
         self.fleet = fleet
+        self.hollow = hollow
+        """The hollow nodes (None when every node is full)."""
         self.scheduler = scheduler
         self.controllers = controllers
         self.lifecycle = lifecycle
@@ -112,15 +121,27 @@ class SimulatedCluster:
     def url(self) -> str:
         return self.api.url
 
+    def is_hollow(self, node: str) -> bool:
+        return self.hollow is not None and node in self.hollow
+
     def power_off(self, node: str) -> None:
-        """Cut a node's power: its kubelet stops, its heartbeat goes stale."""
-        self.fleet[node].power_off()
+        """Cut a node's power: its kubelet stops, its heartbeat goes stale (HollowNodeError
+        on a hollow node, which has no power switch)."""
+        self._full(node).power_off()
 
     def power_on(self, node: str) -> None:
-        self.fleet[node].power_on()
+        self._full(node).power_on()
 
     def powered(self, node: str) -> bool:
-        return self.fleet[node].powered
+        return True if self.is_hollow(node) else self.fleet[node].powered
+
+    def _full(self, node: str) -> SimulatedKubelet:
+        if self.is_hollow(node):
+            raise HollowNodeError(
+                f"{node} is a hollow node: it has no power switch (only the full racks' "
+                "nodes do; docs/simulator.md#hollow-racks)"
+            )
+        return self.fleet[node]
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -131,6 +152,9 @@ class SimulatedCluster:
         with`` block's exit (or as soon as the block awaits something, via cancellation).
         """
         topology = load_topology(options.topology)
+        full = topology.first_racks(options.full_racks)
+        full_names = {node.name for node in full}
+        hollow = [node for node in topology.nodes if node.name not in full_names]
         # The release the emulator presents is the one the simulated components run at.
         release = options.api.release()
         device_taints = DeviceTaintSupport.of(release)
@@ -152,7 +176,10 @@ class SimulatedCluster:
             port=options.api_port,
             kubeconfig=options.state_dir / "kubeconfig",
         ) as api:
-            client = await connect_for_kubelets(api.kubeconfig, kubelets=len(topology.nodes))
+            # The hollow nodes hold two watches in all, and many requests at once.
+            client = await connect_for_kubelets(
+                api.kubeconfig, kubelets=len(full) + (32 if hollow else 0)
+            )
             try:
                 if any(node.gpu_dra for node in topology.nodes):
                     await install_gpu_device_class(client)
@@ -161,7 +188,7 @@ class SimulatedCluster:
                     api=api,
                     client=client,
                     fleet=KubeletFleet(
-                        topology,
+                        Cluster(name=topology.name, nodes=full),
                         client=client,
                         root=options.state_dir / "nodes",
                         settings=kubelet,
@@ -184,7 +211,11 @@ class SimulatedCluster:
                         client=client, settings=options.lifecycle, metrics=metrics
                     ),
                     metrics=metrics,
-                )
+                    hollow=HollowNodes(
+                        hollow, client=client, root=options.state_dir / "nodes",
+                        settings=kubelet, metrics=metrics,
+                    ) if hollow else None,
+                )  # fmt: skip
                 async with asyncio.TaskGroup() as group:
                     parts = {
                         "kubelets": cluster.fleet.run(),
@@ -192,6 +223,8 @@ class SimulatedCluster:
                         "controllers": cluster.controllers.run(),
                         "node lifecycle": cluster.lifecycle.run(),
                     }
+                    if cluster.hollow is not None:
+                        parts["hollow nodes"] = cluster.hollow.run()
                     tasks = [group.create_task(coro, name=name) for name, coro in parts.items()]
                     try:
                         await cluster.wait_ready()
@@ -215,9 +248,16 @@ class SimulatedCluster:
         """Until the scheduler and controllers have synced and every powered node is Ready."""
         await self.scheduler.wait_ready()
         await self.controllers.wait_synced()
+        if self.hollow is not None:
+            await self.hollow.wait_ready()
         wanted = {kubelet.name for kubelet in self.fleet if kubelet.powered}
+        pause = 0.1 if len(self.topology.nodes) <= _MANY_NODES else 1.0
         while not wanted <= await self.ready_nodes():  # noqa: ASYNC110 - polling the API
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(pause)
+
+
+class HollowNodeError(Exception):
+    """What a hollow node does not have (a power switch) was asked of it."""
 
 
 async def install_gpu_device_class(client: KubeClient) -> None:

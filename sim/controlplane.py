@@ -84,7 +84,9 @@ RESTART_BACKOFF_RESET_S = 30.0
 """A child that ran this long before exiting starts again after the initial backoff."""
 
 # Short leases: a killed leader's successor takes over within seconds, which the chaos tests
-# and the demo's restarts rely on; a real cluster keeps the defaults (docs/runtime.md).
+# and the demo's restarts rely on; a real cluster keeps the defaults (docs/runtime.md). The
+# environment may set them per service (CDO_CLIQUE_ALLOCATOR_LEADER_ELECTION_RENEW_DEADLINE_S),
+# e.g. for a cluster of hundreds of racks whose API server answers slower than the 3 s.
 LEADER_ELECTION = {
     "LEADER_ELECTION_LEASE_DURATION_S": "4",
     "LEADER_ELECTION_RENEW_DEADLINE_S": "3",
@@ -154,7 +156,7 @@ def service_env(
     own = {
         "KUBECONFIG": kubeconfig,
         "LEASE_NAMESPACE": SYSTEM_NAMESPACE,
-        **LEADER_ELECTION,
+        **{key: os.environ.get(prefix + key, value) for key, value in LEADER_ELECTION.items()},
         **extra,
     }
     nats = (

@@ -3,8 +3,8 @@
 The running ``python -m sim up`` writes its URL into ``<state dir>/cluster.json``
 (:mod:`sim.control.state`); ``cdo sim power`` and ``python -m sim power`` call it.
 
-    GET  /nodes                        every node: name, clique, address, powered
-    POST /nodes/<name>/power/<on|off>  power a node on or off
+    GET  /nodes                        every node: name, clique, address, powered, hollow
+    POST /nodes/<name>/power/<on|off>  power a node on or off (409 for a hollow node)
     POST /api/restart                  kill the API server and start it again on its port, from
                                        its data directory (``cdo sim restart api``)
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sim.cluster import SimulatedCluster
+from sim.cluster import HollowNodeError, SimulatedCluster
 from sim.kubeapi.hosting.child_process import ApiProcess
 
 
@@ -26,6 +26,7 @@ def control_app(cluster: SimulatedCluster) -> web.Application:
                     "clique": node.clique,
                     "address": node.address,
                     "powered": cluster.powered(node.name),
+                    "hollow": cluster.is_hollow(node.name),
                 }
                 for node in cluster.topology.nodes
             ]
@@ -35,12 +36,15 @@ def control_app(cluster: SimulatedCluster) -> web.Application:
         name, state = request.match_info["name"], request.match_info["state"]
         if name not in {node.name for node in cluster.topology.nodes}:
             return web.json_response({"error": f"no node {name!r}"}, status=404)
-        if state == "on":
-            cluster.power_on(name)
-        elif state == "off":
-            cluster.power_off(name)
-        else:
-            return web.json_response({"error": "state must be on or off"}, status=400)
+        try:
+            if state == "on":
+                cluster.power_on(name)
+            elif state == "off":
+                cluster.power_off(name)
+            else:
+                return web.json_response({"error": "state must be on or off"}, status=400)
+        except HollowNodeError as exc:
+            return web.json_response({"error": str(exc)}, status=409)
         return web.json_response({"name": name, "powered": cluster.powered(name)})
 
     async def restart_api(_request: web.Request) -> web.Response:

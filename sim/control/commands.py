@@ -82,6 +82,17 @@ def _add_up(
     )
     parser.add_argument("--topology", type=Path, help="topology file (default: two GB200 racks)")
     parser.add_argument(
+        "--racks",
+        type=int,
+        help="N NVL72 racks (18 nodes of 4 GPUs, one clique each) instead of --topology",
+    )
+    parser.add_argument(
+        "--full-racks",
+        type=int,
+        help="only the first M racks run a kubelet per node and the nodes' IMEX agent and "
+        "health monitor; the other racks' nodes are hollow (docs/simulator.md#hollow-racks)",
+    )
+    parser.add_argument(
         "--nodes", default="*", help="nodes whose services to host (shell patterns)"
     )
     parser.add_argument("--imex-server-port", type=int, help="IMEX peer port (default 50000)")
@@ -221,6 +232,8 @@ def run(args: argparse.Namespace, *, state_dir: Path, say: Callable[[str], None]
                 kubernetes_version=args.kubernetes_version,
                 feature_gates=args.feature_gates,
                 runtime_config=args.runtime_config,
+                racks=args.racks,
+                full_racks=args.full_racks,
             ),
             say=say,
         )

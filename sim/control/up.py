@@ -7,7 +7,10 @@ URL is given), ``python -m sim up`` (the API emulator, kubelets, scheduler, cont
 cdo-nats-bootstrap Job makes them on a real cluster), ``python -m sim.controlplane`` (cdo's
 domain controller and clique allocator, with the CRDs
 and the allocator's webhook registered) and ``python -m sim.nodehost`` (every node's IMEX agent
-and health monitor). With ``nats_auth`` (``--nats-auth``) the nats-server runs the
+and health monitor). With ``racks`` the topology is generated (N NVL72 racks,
+``<state dir>/topology.yaml``); with ``full_racks`` only those racks' nodes have a simulated
+kubelet each and their services in the node host, the others are hollow (:mod:`sim.hollow`;
+none: no node host runs). With ``nats_auth`` (``--nats-auth``) the nats-server runs the
 nats-auth-callout component's configuration, and ``python -m services.nats_auth`` (the
 authenticator) starts after the cluster and its identities, before any service
 (:mod:`sim.control.natsauth`). The processes are recorded in ``<state dir>/cdo.json`` for
@@ -17,6 +20,7 @@ authenticator) starts after the cluster and its identities, before any service
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 import sys
@@ -58,6 +62,8 @@ from sim.control.state import (
 from sim.kubeapi import ServerConfig
 from sim.kubeapi.config import release_settings
 from sim.kubeapi.releases import NEWEST_RELEASE, ReleaseError
+from sim.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology
+from sim.topology.generate import GENERATED_TOPOLOGY_FILE, nvl72_racks, write_topology
 
 Say = Callable[[str], None]
 
@@ -80,6 +86,10 @@ class UpOptions:
     """The release the whole cluster runs at, with the two flags below as kube-apiserver's."""
     feature_gates: str = ""
     runtime_config: str = ""
+    racks: int | None = None
+    """Generate a topology of this many NVL72 racks (instead of ``topology``)."""
+    full_racks: int | None = None
+    """Only the first this many racks are full; the others' nodes are hollow (None: all full)."""
 
     @property
     def release_args(self) -> list[str]:
@@ -97,6 +107,17 @@ class UpOptions:
     @property
     def topology_args(self) -> list[str]:
         return [] if self.topology is None else ["--topology", str(self.topology.resolve())]
+
+    def hosted_nodes(self) -> str:
+        """The node host's ``--nodes``: the full racks' nodes by name ("" : none), or
+        ``nodes`` when every rack is full."""
+        if self.full_racks is None:
+            return self.nodes
+        try:
+            topology = load_topology(self.topology or DEFAULT_TOPOLOGY)
+        except TopologyError as error:
+            raise UsageError(f"bad topology: {error}") from None
+        return ",".join(node.name for node in topology.first_racks(self.full_racks))
 
 
 class _Starting:
@@ -119,6 +140,9 @@ def up(options: UpOptions, *, say: Say) -> None:
     _check_options(options)
     state_dir.mkdir(parents=True, exist_ok=True)
     _check_not_running(state_dir)
+    if options.racks is not None:
+        path = write_topology(nvl72_racks(options.racks), state_dir / GENERATED_TOPOLOGY_FILE)
+        options = dataclasses.replace(options, topology=path)
     started = _Starting()
     try:
         keys = natsauth.callout_keys(state_dir) if options.nats_auth else None
@@ -132,7 +156,14 @@ def up(options: UpOptions, *, say: Say) -> None:
         _bootstrap_nats(options, nats_url=nats_url, auth=auth, say=say)
         if options.services:
             _start_controlplane(options, started, nats_url=nats_url, say=say)
-        host = _start_nodehost(options, started, nats_url=nats_url, auth=auth, say=say)
+        hosted = options.hosted_nodes()
+        host = None
+        if hosted:
+            host = _start_nodehost(
+                options, started, hosted=hosted, nats_url=nats_url, auth=auth, say=say
+            )
+        else:
+            say("node host        not started: every node is hollow (--full-racks 0)")
         write_record(
             state_dir,
             Record(
@@ -143,7 +174,7 @@ def up(options: UpOptions, *, say: Say) -> None:
                 nats_auth_url=auth.probe_url,
             ),
         )
-        if options.wait:
+        if options.wait and host is not None:
             wait_nodes_ready(state_dir, host, timeout_s=options.timeout_s, say=say)
     except BaseException:
         started.abort()
@@ -175,6 +206,15 @@ def _check_options(options: UpOptions) -> None:
         ServerConfig(**settings).release()
     except ReleaseError as error:
         raise UsageError(str(error)) from None
+    if options.racks is not None and options.topology is not None:
+        raise UsageError("--racks generates the topology: leave out --topology")
+    if options.racks is not None and options.racks < 1:
+        raise UsageError(f"--racks must be 1 or more, not {options.racks}")
+    if options.full_racks is not None:
+        if options.full_racks < 0:
+            raise UsageError(f"--full-racks must be 0 or more, not {options.full_racks}")
+        if options.nodes != "*":
+            raise UsageError("--full-racks chooses the hosted nodes: leave out --nodes")
     if not options.nats_auth:
         return
     if options.nats_url is not None:
@@ -244,6 +284,8 @@ def _start_cluster(options: UpOptions, started: _Starting, *, say: Say) -> Clust
     # The node host runs NVIDIA's device plugin on every device-plugin node it hosts.
     argv = [sys.executable, "-m", "sim", "--state-dir", str(state_dir), "up", "--device-plugins"]
     argv += options.release_args
+    if options.full_racks is not None:
+        argv += ["--full-racks", str(options.full_racks)]
     sim = started.add(
         spawn(
             "simulated cluster",
@@ -369,10 +411,10 @@ def _start_controlplane(options: UpOptions, started: _Starting, *, nats_url: str
 
 
 def _start_nodehost(
-    options: UpOptions, started: _Starting, *, nats_url: str, auth: Auth, say: Say
+    options: UpOptions, started: _Starting, *, hosted: str, nats_url: str, auth: Auth, say: Say
 ) -> Started:
     argv = [sys.executable, "-m", "sim.nodehost", "--state-dir", str(options.state_dir)]
-    argv += ["--nodes", options.nodes, *options.topology_args]
+    argv += ["--nodes", hosted, *options.topology_args]
     nats_env = {}
     if options.nats_auth:
         # Each node's services connect with their own tokens; the host's own connection, which

@@ -11,6 +11,8 @@ claim gets NodeUnprepareResources. Failures raise :class:`PrepareError` /
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import msgspec
 
@@ -19,7 +21,7 @@ from shared.kube.client import KubeClient
 from shared.kube.keys import ObjectKey
 from shared.kube.models import ResourceClaim
 from shared.kube.resources import RESOURCE_CLAIMS
-from shared.kubeletapi import Claim, KubeletApiError, PluginWatcher
+from shared.kubeletapi import Claim, KubeletApiError, PrepareResult, UnprepareResult
 from sim.kubelet.checkpoint import Checkpoint, PodClaims, PreparedClaim
 from sim.kubelet.claims import (
     ClaimNotUsableError,
@@ -43,12 +45,28 @@ class UnprepareError(CdoError):
     """Some claims could not be unprepared; retried later."""
 
 
+class DriverClient(Protocol):
+    """What the kubelet calls on a driver's plugin (``shared.kubeletapi.DraPluginClient``)."""
+
+    async def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]: ...
+
+    async def unprepare(self, claims: Sequence[Claim]) -> dict[str, UnprepareResult]: ...
+
+
+class DraPlugins(Protocol):
+    """The node's registered DRA plugins: a ``shared.kubeletapi.PluginWatcher``, or the
+    in-process plugins of a hollow node (:mod:`sim.hollow.plugins`)."""
+
+    @property
+    def plugins(self) -> Mapping[str, object]: ...
+
+    def client(self, driver_name: str) -> DriverClient: ...
+
+
 class DraManager:
     """The DRA side of one kubelet session: its plugin watcher and the node's checkpoint."""
 
-    def __init__(
-        self, *, client: KubeClient, watcher: PluginWatcher, checkpoint: Checkpoint
-    ) -> None:
+    def __init__(self, *, client: KubeClient, watcher: DraPlugins, checkpoint: Checkpoint) -> None:
         self._client = client
         self._watcher = watcher
         self._checkpoint = checkpoint

@@ -9,6 +9,7 @@
     DELETE /nodes/<name>/faults            every GPU of the node healthy again (a GPU reset;
                                            the node's device plugin is restarted)
     GET    /nodes/<name>/metrics/<service> Prometheus text of imex-agent or health-monitor
+    GET    /nodes/<name>/informers         objects each service's informers hold, per resource
     GET    /imex                           every hosted node's IMEX daemons: starts, instance
     GET    /nodes/<name>/imex              one of them
     PUT    /nodes/<name>/clock             the node's wall clock ahead or behind: {"offset_s": 30}
@@ -35,8 +36,9 @@ import msgspec
 from aiohttp import web
 
 from sim.nodehost.faults import ClearFaults, Fault, inject
-from sim.nodehost.host import SERVICES, HostedNode, NodeHost
+from sim.nodehost.host import AGENT, MONITOR, SERVICES, HostedNode, NodeHost
 from sim.nodehost.hoststate import HostFault, HostImexService, ImexPrograms, RuntimeCdi
+from sim.nodehost.informers import census
 
 log = logging.getLogger("cdo.sim.nodehost")
 
@@ -164,6 +166,13 @@ def control_app(host: NodeHost) -> web.Application:
             return _error(f"{target.name}: {service} is not running", status=404)
         return web.Response(body=registry.exposition(), content_type="text/plain")
 
+    async def informers(request: web.Request) -> web.Response:
+        target = node_of(request)
+        services = {AGENT: target.agent, MONITOR: target.monitor}
+        if target.state != "running" or None in services.values():
+            return _error(f"{target.name}: its services are not running", status=404)
+        return _json({service: census(obj) for service, obj in services.items()})
+
     async def set_clock(request: web.Request) -> web.Response:
         target = node_of(request)
         try:
@@ -181,6 +190,7 @@ def control_app(host: NodeHost) -> web.Application:
     app.router.add_post("/nodes/{name}/faults", add_fault)
     app.router.add_delete("/nodes/{name}/faults", clear_faults)
     app.router.add_get("/nodes/{name}/metrics/{service}", metrics)
+    app.router.add_get("/nodes/{name}/informers", informers)
     app.router.add_get("/nodes/{name}/imex", node_imex)
     app.router.add_get("/imex", imex)
     return app

@@ -94,6 +94,12 @@ class Cluster(msgspec.Struct, frozen=True, kw_only=True):
             grouped.setdefault(node.rack, []).append(node)
         return {rack: tuple(nodes) for rack, nodes in grouped.items()}
 
+    def first_racks(self, count: int | None) -> tuple[Node, ...]:
+        """The nodes of the first ``count`` racks (every node when None), in topology order."""
+        racks = list(self.racks.values())
+        chosen = racks if count is None else racks[:count]
+        return tuple(node for rack in chosen for node in rack)
+
     @property
     def cliques(self) -> dict[str, tuple[Node, ...]]:
         """Nodes grouped by their full clique string (never by cliqueId alone); nodes without

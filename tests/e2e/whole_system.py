@@ -84,6 +84,7 @@ from sim.control.state import (
 from sim.control.up import node_ready
 from sim.kubeapi.releases import NEWEST_RELEASE
 from sim.topology import TOPOLOGIES_DIR
+from sim.topology.generate import nvl72_racks, write_topology
 from tests.e2e import contract, grants
 from tests.support.wait import wait_for
 
@@ -336,6 +337,17 @@ class WholeSystem:
         """Each clique's capacity as ``cdo status --json`` reads it from the NATS KV snapshots."""
         status = json.loads(await self.cdo("status", "--json"))
         return {entry["clique"]: entry for entry in status["cliques"]}
+
+    def informer_census(self, node: str) -> dict[str, dict[str, int]]:
+        """Objects each of a hosted (full) node's services holds in its informers, per
+        resource: ``{"imex-agent": {"nodes": 1, ...}, "health-monitor": {...}}`` (the node
+        host's ``GET /nodes/<node>/informers``, sim/nodehost/informers.py)."""
+        host = read_nodehost(self.state_dir)
+        assert host is not None, f"no node host runs in {self.state_dir}"
+        census: dict[str, dict[str, int]] = simctl.request(
+            host.control_url, "GET", f"/nodes/{node}/informers"
+        )
+        return census
 
     async def inject_fault(self, node: str, body: dict[str, object] | None) -> None:
         """``cdo sim fault``: a fault into the node's simulated NVML (None clears them)."""
@@ -680,6 +692,8 @@ async def running_whole_system(
     nats_auth: bool = False,
     kubernetes_version: str = NEWEST_RELEASE,
     count_grants: bool = True,
+    racks: int | None = None,
+    full_racks: int | None = None,
 ) -> AsyncIterator[WholeSystem]:
     """Start everything with ``cdo sim up`` (about 15 s for the default 36 nodes) on
     ``topology`` (the default two racks when None; on an address block of its own,
@@ -688,9 +702,14 @@ async def running_whole_system(
     stop it and remove its files on exit. ``count_grants=False`` keeps the grants used there
     out of the session's record (a 403 to a cdo service still fails): where tests act with
     cdo's own identities, as an attacker holding a node's would, their requests are not the
-    services' use."""
+    services' use. ``racks`` generates a topology of that many NVL72 racks instead of
+    ``topology``; with ``full_racks`` M only the first M racks are full, the others' nodes
+    hollow (docs/simulator.md#hollow-racks): ``system.informer_census(node)`` of a full node
+    then counts what its services' informers hold."""
     state_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-"))
     topology_dir = Path(tempfile.mkdtemp(prefix="cdo-e2e-topology-"))
+    if racks is not None:
+        topology = write_topology(nvl72_racks(racks), topology_dir / "racks.yaml")
     options = simctl.UpOptions(
         state_dir=state_dir,
         topology=on_own_address_block(topology, topology_dir),
@@ -702,6 +721,7 @@ async def running_whole_system(
         timeout_s=180,
         nats_auth=nats_auth,
         kubernetes_version=kubernetes_version,
+        full_racks=full_racks,
     )
     lines: list[str] = []
     client: KubeClient | None = None
