@@ -51,6 +51,9 @@ from shared.settings import Settings
 
 log = logging.getLogger("cdo.kube.leader")
 
+# How long a lost leader waits for its work to stop once cancelled before it gives up on it.
+LEAD_STOP_GRACE_S = 5.0
+
 
 class LeaderElectionSettings(Settings, frozen=True, kw_only=True):
     """Timing of leader election (the defaults are Kubernetes' usual 15/10/2 seconds)."""
@@ -96,8 +99,10 @@ class LeaderElector:
         settings: LeaderElectionSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
+        lead_stop_grace_s: float = LEAD_STOP_GRACE_S,
     ) -> None:
         self._client = client
+        self._lead_stop_grace_s = lead_stop_grace_s
         self._namespace = namespace
         self._name = name
         self.identity = identity
@@ -267,16 +272,57 @@ class LeaderElector:
             log.warning("lease release failed", extra={"lease": self._name, "error": str(exc)})
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Wait to become leader, then run ``lead()`` while renewing; see the module docstring."""
+        """Wait to become leader, then run ``lead()`` while renewing; see the module docstring.
+
+        Leadership lost ends this with LeadershipLostError after ``lead()`` has been cancelled
+        and waited for at most ``lead_stop_grace_s``: a lead that does not stop (a task that
+        swallowed its cancellation) must not keep the process from exiting, since the process
+        exiting is what stops a replaced leader for good."""
         await self._acquire()
+        renewing = asyncio.create_task(self._renew_forever(), name=f"renew lease {self._name}")
+        leading = asyncio.create_task(lead(), name=f"lead {self._name}")
         try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._renew_forever(), name=f"renew lease {self._name}")
-                group.create_task(lead(), name=f"lead {self._name}")
-        except* LeadershipLostError as lost:
-            raise lost.exceptions[0] from None
+            await asyncio.wait({renewing, leading}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
+            await self._stop(leading)
             await asyncio.shield(self.release())
+        lost = None if renewing.cancelled() else renewing.exception()
+        if lost is not None:
+            if leading.done() and not leading.cancelled() and leading.exception() is not None:
+                log.warning(
+                    "the leader's work failed as leadership was lost",
+                    extra={"lease": self._name, "error": repr(leading.exception())},
+                )
+            raise lost
+        leading.result()  # lead ended by itself: its return, or its exception
+
+    async def _stop(self, leading: asyncio.Task[None]) -> None:
+        """Cancel ``leading`` and wait for it, for ``lead_stop_grace_s`` at the most."""
+        leading.cancel()
+        done, _ = await asyncio.wait({leading}, timeout=self._lead_stop_grace_s)
+        if done:
+            return
+        log.error(
+            "the leader's work did not stop when cancelled; giving it up",
+            extra={
+                "lease": self._name,
+                "grace_s": self._lead_stop_grace_s,
+                "pending": _pending_tasks(),
+            },
+        )
+
+
+def _pending_tasks(most: int = 20) -> list[str]:
+    """Name and innermost awaiting line of the loop's unfinished tasks, to find the one that
+    did not stop."""
+    described = []
+    for task in list(asyncio.all_tasks())[:most]:
+        frames = task.get_stack(limit=1)
+        where = f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno}" if frames else "(no frame)"
+        described.append(f"{task.get_name()} at {where}")
+    return described
 
 
 def _check_timing(settings: LeaderElectionSettings) -> None:

@@ -215,3 +215,38 @@ async def test_the_leader_gauge_follows_the_lease(kube_client: KubeClient) -> No
     assert (status("a"), status("b")) == (0, 1)
     task_b.cancel()
     await asyncio.gather(task_b, return_exceptions=True)
+
+
+async def test_a_lost_leader_ends_even_when_its_work_swallows_the_cancel(
+    kube_client: KubeClient, emulator: KubeServer
+) -> None:
+    """The process must exit once leadership is lost, so the elector does not wait forever for
+    a lead() that ignores its cancellation (a task that swallowed it): it gives up after the
+    grace and raises LeadershipLostError."""
+    work: list[asyncio.Task[Any]] = []
+
+    async def stubborn() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        work.append(task)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.Event().wait()  # the first cancel is swallowed; a second one ends it
+
+    leader = LeaderElector(
+        kube_client,
+        namespace="default",
+        name="controller",
+        identity="a",
+        settings=FAST,
+        lead_stop_grace_s=0.3,
+    )
+    task = asyncio.create_task(leader.run(stubborn))
+    await wait_for(lambda: work, what="a leads")
+    emulator.faults.fail_next(100, code=503, resource="leases")
+    with pytest.raises(LeadershipLostError):
+        await asyncio.wait_for(task, timeout=5)
+    assert not leader.is_leader and not work[0].done()
+    work[0].cancel()
+    await asyncio.gather(work[0], return_exceptions=True)
