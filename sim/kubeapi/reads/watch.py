@@ -34,7 +34,8 @@ from sim.kubeapi.machinery.query import ListOptions, parse_rv
 from sim.kubeapi.reads import tables
 from sim.kubeapi.reads.listing import Representation, matcher, wait_for_rv
 from sim.kubeapi.storage.resources import ResourceType
-from sim.kubeapi.storage.store import WATCH_INDEXED_FIELDS, Entry, Event, Store
+from sim.kubeapi.storage.selectindex import INDEXED_FIELDS
+from sim.kubeapi.storage.store import Entry, Event, Store
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -71,7 +72,7 @@ class WatchStream:
         self.wake_key: tuple[str, str] | None = next(
             (
                 (field, value)
-                for field in WATCH_INDEXED_FIELDS
+                for field in INDEXED_FIELDS
                 if (value := opts.fields.exact(field)) is not None
             ),
             None,
@@ -223,7 +224,7 @@ async def serve_watch(
     epoch = bucket.drop_epoch
     try:
         if initial:
-            snapshot = list(bucket.entries(namespace))
+            snapshot = list(bucket.select(namespace, opts.labels, opts.fields))
             start_rv = store.rv
             if stream.converting:
                 lines = [await stream.converted_added_line(e) for e in snapshot if stream.accept(e)]

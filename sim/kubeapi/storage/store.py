@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from sim.kubeapi.machinery import codec, errors
+from sim.kubeapi.machinery.selectors import EVERYTHING, NO_FIELDS, FieldSelector, LabelSelector
+from sim.kubeapi.storage.selectindex import INDEXED_FIELDS, SelectorIndex
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -157,10 +159,6 @@ class Event:
         return self._prev_as_deleted
 
 
-WATCH_INDEXED_FIELDS = ("spec.nodeName", "metadata.name")
-"""Selectable fields whose pinned values watchers can wait on alone (see Bucket.changed)."""
-
-
 class Bucket:
     """All objects of one stored resource (shared by every served version of it)."""
 
@@ -177,6 +175,7 @@ class Bucket:
         self._keyed: dict[tuple[str, str], asyncio.Event] = {}
         self._keyed_events: dict[tuple[str, str], list[Event]] = {}
         self.count = 0
+        self.index = SelectorIndex()
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -212,15 +211,45 @@ class Bucket:
             for i in range(start, len(ordered)):
                 yield names[ordered[i]]
 
-    def snapshot(
-        self, rv: int, namespace: str | None = None, *, after: Key | None = None
+    def select(
+        self,
+        namespace: str | None = None,
+        labels: LabelSelector = EVERYTHING,
+        fields: FieldSelector = NO_FIELDS,
+        *,
+        after: Key | None = None,
     ) -> Iterator[Entry]:
-        """The entries as they were at ``rv``, in key order; 410 if history is gone."""
+        """The current entries matching both selectors, in key order, optionally strictly after
+        ``after``: read through the selector index when it narrows them to under half of the
+        resource, else by walking every entry."""
+        if labels.empty and fields.empty:
+            return self.entries(namespace, after=after)
+        keys = self.index.candidates(labels, fields)
+        if keys is None or 2 * len(keys) > self.count:
+            scan = self.entries(namespace, after=after)
+            return (e for e in scan if labels.matches(e.labels) and fields.matches(e.fields))
+        found = sorted(
+            k for k in keys if (namespace is None or k[0] == namespace) and (not after or k > after)
+        )
+        entries = (self.namespaces[ns][name] for ns, name in found)
+        return (e for e in entries if labels.matches(e.labels) and fields.matches(e.fields))
+
+    def snapshot(
+        self,
+        rv: int,
+        namespace: str | None = None,
+        labels: LabelSelector = EVERYTHING,
+        fields: FieldSelector = NO_FIELDS,
+        *,
+        after: Key | None = None,
+    ) -> Iterator[Entry]:
+        """The entries matching both selectors as they were at ``rv``, in key order; 410 if
+        history is gone."""
         if rv < self.floor:
             raise errors.too_old_resource_version(rv, self.floor)
         start = self.first_index_after(rv)
         if start >= len(self.events):
-            return self.entries(namespace, after=after)
+            return self.select(namespace, labels, fields, after=after)
         state: dict[Key, Entry] = {e.key: e for e in self.entries(namespace)}
         for ev in reversed(self.events[start:]):
             key = ev.entry.key
@@ -230,7 +259,15 @@ class Bucket:
                 state.pop(key, None)
             elif ev.prev is not None:
                 state[key] = ev.prev
-        return iter([state[k] for k in sorted(state) if after is None or k > after])
+        return iter(
+            [
+                entry
+                for k in sorted(state)
+                if (after is None or k > after)
+                and labels.matches((entry := state[k]).labels)
+                and fields.matches(entry.fields)
+            ]
+        )
 
     def count_after(self, namespace: str | None, key: Key) -> int:
         """How many current entries sort after ``key`` (within ``namespace`` if given)."""
@@ -276,7 +313,7 @@ class Bucket:
             (field, entry.fields.get(field, ""))
             for entry in (change.entry, change.prev)
             if entry is not None
-            for field in WATCH_INDEXED_FIELDS
+            for field in INDEXED_FIELDS
         }
         for key in keys:
             keyed = self._keyed_events.setdefault(key, [])
@@ -308,7 +345,7 @@ class Bucket:
         """An asyncio.Event set at the next change (or watch drop) of this bucket.
 
         With ``key`` (a selectable field and the value a watcher pins it to, see
-        ``WATCH_INDEXED_FIELDS``) the event fires only for changes whose old or new state has
+        ``INDEXED_FIELDS``) the event fires only for changes whose old or new state has
         that value. Many watchers pinned to different values (every kubelet's
         ``spec.nodeName=<node>`` pod watch) then cost one wake-up per write instead of one per
         watcher, as the real server's watch cache indexes them.
@@ -334,7 +371,7 @@ class Bucket:
         for entry in (change.entry, change.prev):
             if entry is None:
                 continue
-            for field in WATCH_INDEXED_FIELDS:
+            for field in INDEXED_FIELDS:
                 waiting = self._keyed.pop((field, entry.fields.get(field, "")), None)
                 if waiting is not None:
                     waiting.set()
@@ -347,9 +384,13 @@ class Bucket:
 
     def _restore(self, entry: Entry) -> None:
         names = self.namespaces.setdefault(entry.namespace, {})
-        if entry.name not in names:
+        replaced = names.get(entry.name)
+        if replaced is None:
             self.count += 1
+        else:
+            self.index.discard(replaced.key, replaced.labels, replaced.fields)
         names[entry.name] = entry
+        self.index.add(entry.key, entry.labels, entry.fields)
         self._sorted.pop(entry.namespace, None)
         self._sorted_ns = None
 
@@ -363,7 +404,11 @@ class Bucket:
             if not names:
                 self._sorted_ns = None
             self.count += 1
+        replaced = names.get(entry.name)
+        if replaced is not None:
+            self.index.discard(replaced.key, replaced.labels, replaced.fields)
         names[entry.name] = entry
+        self.index.add(entry.key, entry.labels, entry.fields)
         change = Event("MODIFIED" if prev else "ADDED", entry, prev)
         self.events.append(change)
         self._trim()
@@ -372,7 +417,8 @@ class Bucket:
 
     def _remove(self, final: Entry, prev: Entry) -> None:
         names = self.namespaces[prev.namespace]
-        del names[prev.name]
+        stored = names.pop(prev.name)
+        self.index.discard(stored.key, stored.labels, stored.fields)
         self.count -= 1
         self._sorted.pop(prev.namespace, None)
         if not names:
