@@ -25,6 +25,31 @@ INDEXED_FIELDS = ("spec.nodeName", "metadata.name")
 
 _BY_VALUE = (Op.EQUALS, Op.DOUBLE_EQUALS, Op.IN)
 
+Pin = tuple[str, str]
+"""One value an object has: ``("f:<field>", value)`` for an indexed field (every object has one,
+"" when the field is unset), ``("l:<label key>", value)`` for each of its labels. A watcher whose
+selector requires one pin waits for and reads only the changes to objects that had or have it."""
+
+
+def pins(labels: Mapping[str, str], fields: Mapping[str, str]) -> list[Pin]:
+    """The pins of an object stored with ``labels`` and ``fields``."""
+    out = [("f:" + field, fields.get(field, "")) for field in INDEXED_FIELDS]
+    out += [("l:" + key, value) for key, value in labels.items()]
+    return out
+
+
+def required_pin(labels: LabelSelector, fields: FieldSelector) -> Pin | None:
+    """A pin every object matching both selectors has: an indexed field pinned to a value, else
+    a label required to equal one value; None when the selectors require none."""
+    for field in INDEXED_FIELDS:
+        value = fields.exact(field)
+        if value is not None:
+            return ("f:" + field, value)
+    for req in labels.requirements:
+        if req.op in _BY_VALUE and len(req.values) == 1:
+            return ("l:" + req.key, next(iter(req.values)))
+    return None
+
 
 class SelectorIndex:
     """Keys by label (key, value) and by indexed field value. Objects are added and discarded

@@ -24,7 +24,7 @@ from typing import Any
 
 from sim.kubeapi.machinery import codec, errors
 from sim.kubeapi.machinery.selectors import EVERYTHING, NO_FIELDS, FieldSelector, LabelSelector
-from sim.kubeapi.storage.selectindex import INDEXED_FIELDS, SelectorIndex
+from sim.kubeapi.storage.selectindex import Pin, SelectorIndex, pins
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -172,8 +172,8 @@ class Bucket:
         self.floor = floor
         self.drop_epoch = 0
         self._changed = asyncio.Event()
-        self._keyed: dict[tuple[str, str], asyncio.Event] = {}
-        self._keyed_events: dict[tuple[str, str], list[Event]] = {}
+        self._keyed: dict[Pin, asyncio.Event] = {}
+        self._keyed_events: dict[Pin, list[Event]] = {}
         self.count = 0
         self.index = SelectorIndex()
 
@@ -295,11 +295,12 @@ class Bucket:
     def first_index_after(self, rv: int) -> int:
         return bisect.bisect_right(self.events, rv, key=lambda ev: ev.rv)
 
-    def events_after(self, rv: int, key: tuple[str, str] | None = None) -> list[Event]:
+    def events_after(self, rv: int, key: Pin | None = None) -> list[Event]:
         """Every event newer than ``rv``; 410 when some of them left the window.
 
-        With ``key`` only the events whose old or new state has that indexed field value, so a
-        watcher pinned to one node reads its own changes, not every node's.
+        With ``key`` only the events whose old or new state has that pin (see
+        ``selectindex.Pin``), so a watcher pinned to one node, or to one clique's label, reads
+        its own changes, not every node's.
         """
         if rv < self.floor:
             raise errors.too_old_resource_version(rv, self.floor)
@@ -309,16 +310,20 @@ class Bucket:
         return keyed[bisect.bisect_right(keyed, rv, key=lambda ev: ev.rv) :]
 
     def _index_event(self, change: Event) -> None:
-        keys = {
-            (field, entry.fields.get(field, ""))
-            for entry in (change.entry, change.prev)
-            if entry is not None
-            for field in INDEXED_FIELDS
-        }
-        for key in keys:
+        for key in _change_pins(change):
             keyed = self._keyed_events.setdefault(key, [])
             keyed.append(change)
             if keyed[0].rv < self.floor:  # forget what left the window, a batch at a time
+                del keyed[: bisect.bisect_left(keyed, self.floor, key=lambda ev: ev.rv)]
+
+    def _sweep_keyed_events(self) -> None:
+        """Forget, for every pin, the events that left the window, and the pins left with none
+        (a deleted object's name, a label value no object has any more)."""
+        for key in list(self._keyed_events):
+            keyed = self._keyed_events[key]
+            if keyed[-1].rv < self.floor:
+                del self._keyed_events[key]
+            elif keyed[0].rv < self.floor:
                 del keyed[: bisect.bisect_left(keyed, self.floor, key=lambda ev: ev.rv)]
 
     @property
@@ -338,17 +343,18 @@ class Bucket:
             cut = excess + self.window // 10
             self.floor = self.events[cut - 1].rv
             del self.events[:cut]
+            self._sweep_keyed_events()
 
     # -- change notification --------------------------------------------------------------------
 
-    def changed(self, key: tuple[str, str] | None = None) -> asyncio.Event:
+    def changed(self, key: Pin | None = None) -> asyncio.Event:
         """An asyncio.Event set at the next change (or watch drop) of this bucket.
 
-        With ``key`` (a selectable field and the value a watcher pins it to, see
-        ``INDEXED_FIELDS``) the event fires only for changes whose old or new state has
-        that value. Many watchers pinned to different values (every kubelet's
-        ``spec.nodeName=<node>`` pod watch) then cost one wake-up per write instead of one per
-        watcher, as the real server's watch cache indexes them.
+        With ``key`` (a pin its selector requires, see ``selectindex.required_pin``) the event
+        fires only for changes whose old or new state has that pin. Many watchers pinned to
+        different values (every kubelet's ``spec.nodeName=<node>`` pod watch, every node's
+        watch of its clique's Nodes by label) then cost the wake-ups of the few a write
+        concerns instead of one per watcher, as the real server's watch cache indexes them.
         """
         if key is None:
             return self._changed
@@ -368,13 +374,10 @@ class Bucket:
             for event in keyed.values():
                 event.set()
             return
-        for entry in (change.entry, change.prev):
-            if entry is None:
-                continue
-            for field in INDEXED_FIELDS:
-                waiting = self._keyed.pop((field, entry.fields.get(field, "")), None)
-                if waiting is not None:
-                    waiting.set()
+        for key in _change_pins(change):
+            waiting = self._keyed.pop(key, None)
+            if waiting is not None:
+                waiting.set()
 
     def drop_watches(self) -> None:
         self.drop_epoch += 1
@@ -428,6 +431,14 @@ class Bucket:
         self._trim()
         self._index_event(change)
         self.notify(change)
+
+
+def _change_pins(change: Event) -> set[Pin]:
+    """The pins of a change: those of its new state and of its previous one."""
+    found = set(pins(change.entry.labels, change.entry.fields))
+    if change.prev is not None:
+        found.update(pins(change.prev.labels, change.prev.fields))
+    return found
 
 
 FieldsFn = Callable[[dict[str, Any]], dict[str, str]]

@@ -15,9 +15,10 @@ from sim.kubeapi.machinery.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from sim.kubeapi.storage.selectindex import SelectorIndex
+from sim.kubeapi.storage.selectindex import SelectorIndex, required_pin
 from sim.kubeapi.storage.store import Bucket, Entry, Key, Store
 
+NO = FieldSelector(())
 FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
 NAMESPACES = ("ns-a", "ns-b")
 NAMES = tuple(f"p{i:02d}" for i in range(40))
@@ -193,3 +194,53 @@ def test_a_pinned_field_reads_only_its_objects() -> None:
     ]  # 107, 207: racks 17, 27
     unanswered = parse_label_selector("rack!=7")
     assert bucket.index.candidates(unanswered, parse_field_selector("", FIELDS)) is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_pinned_watcher_reads_every_change_its_selector_can_see(seed: int) -> None:
+    """The events kept under a pin (an indexed field's value, a label's value) are exactly the
+    changes whose old or new state has it, from any resourceVersion in the window; a window
+    that moves on forgets the pins no change has any more."""
+    rng = random.Random(seed)
+    store = Store(window=200)
+    bucket = store.bucket("pods")
+    _mutate(store, rng, 150)
+    since = [bucket.floor, *(ev.rv for ev in bucket.events[::17])]
+    _mutate(store, rng, 40)
+    for text, field_text in (
+        ("clique=c1", ""),
+        ("clique in (c3)", ""),
+        ("app==a2,clique", ""),
+        ("", "spec.nodeName=n2"),
+        ("clique=c0", "spec.nodeName="),
+        ("", "metadata.name=p05"),
+    ):
+        labels = parse_label_selector(text)
+        fields = parse_field_selector(field_text, FIELDS)
+        pin = required_pin(labels, fields)
+        assert pin is not None
+        kind, name = pin[0][:2], pin[0][2:]
+        for rv in since:
+            if rv < bucket.floor:
+                continue
+            expected = [
+                ev.rv
+                for ev in bucket.events_after(rv)
+                if any(
+                    (e.labels.get(name) if kind == "l:" else e.fields.get(name, "")) == pin[1]
+                    for e in (ev.entry, ev.prev)
+                    if e is not None
+                )
+            ]
+            assert [ev.rv for ev in bucket.events_after(rv, pin)] == expected, (pin, rv)
+    assert required_pin(parse_label_selector("clique!=c1,app notin (a0)"), NO) is None
+    # A change wakes the watchers of its own pins only.
+    woken = bucket.changed(("l:clique", "c1"))
+    other = bucket.changed(("l:clique", "c2"))
+    obj = _pod(rng, "ns-a", "fresh")
+    obj["metadata"]["labels"] = {"clique": "c1"}
+    store.put("pods", obj, prev=None, fields=_fields)
+    assert woken.is_set() and not other.is_set()
+    # Pins whose every change left the window are forgotten.
+    _mutate(store, rng, 600)
+    assert all(keyed[-1].rv >= bucket.floor for keyed in bucket._keyed_events.values())
