@@ -5,6 +5,7 @@ table rows with the figures behind them. A library module of ``bench.kubeapi``."
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -67,6 +68,27 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+class CpuClock:
+    """The CPU seconds (user and system) a process spent, phase by phase, from /proc: what the
+    server itself cost, apart from the load generator sharing its cores."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.spent: dict[str, float] = {}
+        self._last = self._read()
+
+    def _read(self) -> float:
+        # Fields after the command name: utime and stime are the 14th and 15th of the line.
+        after_name = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(after_name[11]) + int(after_name[12])) / os.sysconf("SC_CLK_TCK")
+
+    def mark(self, phase: str) -> None:
+        """Charge the CPU spent since the last mark to ``phase``."""
+        now = self._read()
+        self.spent[phase] = now - self._last
+        self._last = now
 
 
 async def post_all(
@@ -184,10 +206,15 @@ async def populate(session: aiohttp.ClientSession, url: str, nodes: int, pods: i
     )
 
 
+def pod_path(i: int) -> str:
+    """The path of pod ``i`` as ``populate`` creates it."""
+    return f"{PODS.format(ns=f'team-{i % NAMESPACES}')}/worker-{i:05d}"
+
+
 async def paced_patches(
     url: str,
     *,
-    pods: int,
+    target: Callable[[int], str],
     count: int,
     rate: float,
     before: Callable[[int], None] | None = None,
@@ -196,7 +223,7 @@ async def paced_patches(
     concurrency: int = 16,
 ) -> float:
     """``count`` merge patches at ``rate`` per second, write ``i`` setting the annotation
-    ``bench/seq=i`` on pod ``worker-<i % pods>``; ``before(i)`` runs as write ``i`` is sent,
+    ``bench/seq=i`` on the object at path ``target(i)``; ``before(i)`` runs as it is sent,
     ``answered(i, body)`` sees its response.
     Returns the seconds the writes took."""
     interval = 1.0 / rate
@@ -214,13 +241,11 @@ async def paced_patches(
                 delay = due - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                name = f"worker-{i % pods:05d}"
-                ns = f"team-{(i % pods) % NAMESPACES}"
                 body = msgspec.json.encode({"metadata": {"annotations": {SEQ: str(i)}}})
                 if before is not None:
                     before(i)
                 stream.write(
-                    f"PATCH {PODS.format(ns=ns)}/{name} HTTP/1.1\r\nHost: {host}\r\n"
+                    f"PATCH {target(i)} HTTP/1.1\r\nHost: {host}\r\n"
                     f"Content-Type: application/merge-patch+json\r\n{credentials}"
                     f"Content-Length: {len(body)}\r\n\r\n".encode()
                     + body

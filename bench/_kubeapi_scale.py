@@ -19,7 +19,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +33,12 @@ from bench._kubeapi_client import (
     NAMESPACES,
     PODS,
     SEQ,
+    CpuClock,
     Rows,
     finish_watches,
     paced_patches,
     pod,
+    pod_path,
     populate,
     post_all,
     rss_mb,
@@ -49,6 +51,7 @@ from bench._report import fixed, percentile
 from sim.kubeapi.admission.certificates import CertificateAuthority
 
 RACK_NODES = 18
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 MUTATED_LABEL = "bench.cdo.nvidia.com/admitted"
 SAMPLES = 20
@@ -120,53 +123,88 @@ async def follow(
         resp.release()
 
 
-async def fan_out(
-    session: aiohttp.ClientSession, url: str, nodes: int, args: argparse.Namespace
-) -> dict[str, float]:
-    """Per-node and cluster-wide Pod watches while Pods are patched at ``args.scale_rate``."""
-    async with session.get(url + "/api/v1/pods", params={"limit": "1"}) as resp:
-        rv = (await resp.json())["metadata"]["resourceVersion"]
-    writes = int(args.scale_rate * args.duration)
-    per_node = [0] * nodes
+@dataclass(frozen=True)
+class FanOut:
+    """One fan-out: a watch per node on ``collection`` with its own selector, plus cluster-wide
+    informers, while write ``i`` patches the object at ``target(i)``."""
+
+    name: str
+    collection: str
+    selectors: list[dict[str, str]]
+    expected: list[int]
+    target: Callable[[int], str]
+
+
+def pods_by_node(nodes: int, writes: int, args: argparse.Namespace) -> FanOut:
+    """Each node's watch of its own Pods (a kubelet's), while Pods are patched."""
+    expected = [0] * nodes
     for i in range(writes):
-        per_node[(i % args.pods) % nodes] += 1
+        expected[(i % args.pods) % nodes] += 1
+    return FanOut(
+        "pods",
+        "/api/v1/pods",
+        [{"fieldSelector": f"spec.nodeName=node-{n:04d}"} for n in range(nodes)],
+        expected,
+        lambda i: pod_path(i % args.pods),
+    )
+
+
+def nodes_by_clique(nodes: int, writes: int) -> FanOut:
+    """Each node's watch of its clique's Nodes by label, while Nodes are patched."""
+    per_clique = [0] * (nodes // RACK_NODES)
+    for i in range(writes):
+        per_clique[(i % nodes) // RACK_NODES] += 1
+    return FanOut(
+        "nodes",
+        "/api/v1/nodes",
+        [{"labelSelector": f"{CLIQUE_LABEL}={clique(n // RACK_NODES)}"} for n in range(nodes)],
+        [per_clique[n // RACK_NODES] for n in range(nodes)],
+        lambda i: f"/api/v1/nodes/node-{i % nodes:04d}",
+    )
+
+
+async def fan_out(
+    session: aiohttp.ClientSession,
+    url: str,
+    plan: FanOut,
+    args: argparse.Namespace,
+    cpu: CpuClock,
+    *,
+    rate: float,
+) -> dict[str, float]:
+    """Open the watches of ``plan`` from the current resourceVersion, write at ``rate``, and
+    time every event from the moment its write was sent to the moment a watcher read it."""
+    async with session.get(url + plan.collection, params={"limit": "1"}) as resp:
+        rv = (await resp.json())["metadata"]["resourceVersion"]
+    writes = int(rate * args.duration)
     sent: dict[int, float] = {}
     gate = asyncio.Semaphore(64)
-    watchers = [ScaleWatcher(per_node[n]) for n in range(nodes)]
+    watchers = [ScaleWatcher(expected) for expected in plan.expected]
     informers = [ScaleWatcher(writes) for _ in range(args.scale_informers)]
-    pods_url = url + "/api/v1/pods"
+    collection = url + plan.collection
     base = {"watch": "true", "resourceVersion": rv}
     tasks = [
-        asyncio.create_task(
-            follow(
-                session,
-                pods_url,
-                {**base, "fieldSelector": f"spec.nodeName=node-{n:04d}"},
-                state,
-                sent,
-                gate,
-            )
-        )
-        for n, state in enumerate(watchers)
+        asyncio.create_task(follow(session, collection, {**base, **query}, state, sent, gate))
+        for query, state in zip(plan.selectors, watchers, strict=True)
     ] + [
-        asyncio.create_task(follow(session, pods_url, base, state, sent, gate))
+        asyncio.create_task(follow(session, collection, base, state, sent, gate))
         for state in informers
     ]
     everyone = watchers + informers
     opening = time.perf_counter()
     await asyncio.gather(*(state.opened.wait() for state in everyone))
     open_s = time.perf_counter() - opening
+    cpu.mark(f"{plan.name}_open")
 
     def before(i: int) -> None:
         sent[i] = time.perf_counter()
 
     started = time.perf_counter()
-    write_s = await paced_patches(
-        url, pods=args.pods, count=writes, rate=args.scale_rate, before=before
-    )
+    write_s = await paced_patches(url, target=plan.target, count=writes, rate=rate, before=before)
     complete = float(await finish_watches([s.done for s in everyone], tasks))
     total_s = time.perf_counter() - started
-    node_lags = [lag for s in watchers for lag in s.lags]
+    cpu.mark(f"{plan.name}_fan")
+    own_lags = [lag for s in watchers for lag in s.lags]
     informer_lags = [lag for s in informers for lag in s.lags]
     received = sum(s.received for s in everyone)
     return {
@@ -177,11 +215,11 @@ async def fan_out(
         "received": received,
         "expected": sum(s.expected for s in everyone),
         "events_per_s": received / total_s,
-        "lag_p50_ms": 1000 * percentile(node_lags + informer_lags, 0.5),
-        "lag_p99_ms": 1000 * percentile(node_lags + informer_lags, 0.99),
-        "node_lag_p99_ms": 1000 * percentile(node_lags, 0.99),
+        "lag_p50_ms": 1000 * percentile(own_lags + informer_lags, 0.5),
+        "lag_p99_ms": 1000 * percentile(own_lags + informer_lags, 0.99),
+        "own_lag_p99_ms": 1000 * percentile(own_lags, 0.99),
         "informer_lag_p99_ms": 1000 * percentile(informer_lags, 0.99),
-        "lag_max_ms": 1000 * max(node_lags + informer_lags, default=math.nan),
+        "lag_max_ms": 1000 * max(own_lags + informer_lags, default=math.nan),
         "complete": complete,
     }
 
@@ -290,8 +328,7 @@ async def measure_lists(
         {"fieldSelector": f"spec.nodeName=node-{n:04d}"} for n in spread if n >= args.pods % nodes
     ]
     by_clique = [
-        {"labelSelector": f"nvidia.com/gpu.clique={clique((r * 31) % racks)}"}
-        for r in range(SAMPLES)
+        {"labelSelector": f"{CLIQUE_LABEL}={clique((r * 31) % racks)}"} for r in range(SAMPLES)
     ]
     return {
         "list_pods_ms": await median_get(session, pods_url, [{}] * args.repeat, args.pods),
@@ -308,10 +345,23 @@ async def run_scale(tmp: Path, args: argparse.Namespace) -> Rows:
     try:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
+            cpu = CpuClock(proc.pid)
             created = await populate(session, url, nodes, args.pods)
+            cpu.mark("create")
             lists = await measure_lists(session, url, nodes, args)
-            fan = await fan_out(session, url, nodes, args)
+            cpu.mark("lists")
+            pods_writes = int(args.scale_rate * args.duration)
+            fan = await fan_out(
+                session, url, pods_by_node(nodes, pods_writes, args), args, cpu,
+                rate=args.scale_rate,
+            )  # fmt: skip
+            node_writes = int(args.scale_node_rate * args.duration)
+            cliques = await fan_out(
+                session, url, nodes_by_clique(nodes, node_writes), args, cpu,
+                rate=args.scale_node_rate,
+            )  # fmt: skip
             webhook_s = await create_through_webhook(session, url, nodes, args)
+            cpu.mark("webhook")
             rss_end = rss_mb(proc.pid)
     finally:
         await stop_server(proc)
@@ -319,48 +369,60 @@ async def run_scale(tmp: Path, args: argparse.Namespace) -> Rows:
         **created.figures,
         **lists,
         **{f"fan_{key}": value for key, value in fan.items()},
+        **{f"clique_{key}": value for key, value in cliques.items()},
         "webhook_pods_per_s": args.webhook_pods / webhook_s,
         "rss_end": rss_end,
+        **{f"cpu_{phase}_s": seconds for phase, seconds in cpu.spent.items()},
     }
     return Rows(scale_rows(figures, nodes, args), figures)
 
 
-def scale_rows(f: dict[str, float], nodes: int, args: argparse.Namespace) -> list[tuple[str, str]]:
-    size = f"{args.scale_racks} racks"
+def fan_rows(f: dict[str, float], prefix: str, label: str, rate: float) -> list[tuple[str, str]]:
     lags = " / ".join(
-        fixed(f[f"fan_{key}"], 0) or "-" for key in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms")
+        fixed(f[f"{prefix}_{key}"], 0) or "-" for key in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms")
     )
     return [
-        (f"[{size}] create {nodes} nodes", f"{f['create_nodes_s']:.1f} s"),
-        (f"[{size}] create {args.pods} pods", f"{f['create_pods_s']:.1f} s"),
-        (f"[{size}] LIST {args.pods} pods (median)", f"{f['list_pods_ms']:.0f} ms"),
-        (f"[{size}] LIST pods by spec.nodeName", f"{f['by_node_ms']:.1f} ms"),
-        (f"[{size}] LIST nodes of one clique", f"{f['by_clique_ms']:.1f} ms"),
-        (f"[{size}] LIST {nodes} nodes (median)", f"{f['list_nodes_ms']:.0f} ms"),
+        (f"{label}: open {f[f'{prefix}_watches']:.0f} watches", f"{f[f'{prefix}_open_s']:.1f} s"),
         (
-            f"[{size}] open {nodes} node + {args.scale_informers} cluster pod watches",
-            f"{f['fan_open_s']:.1f} s",
+            f"{label}: patches (target {rate:.0f}/s)",
+            f"{f[f'{prefix}_writes']:.0f} at {f[f'{prefix}_write_rate']:.0f}/s",
         ),
         (
-            f"[{size}] pod patches (target {args.scale_rate:.0f}/s)",
-            f"{f['fan_writes']:.0f} at {f['fan_write_rate']:.0f}/s",
+            f"{label}: events delivered",
+            f"{f[f'{prefix}_received']:.0f} of {f[f'{prefix}_expected']:.0f} "
+            f"at {f[f'{prefix}_events_per_s']:.0f}/s",
         ),
+        (f"{label}: send-to-read lag p50 / p99 / max", f"{lags} ms"),
         (
-            f"[{size}] events delivered",
-            f"{f['fan_received']:.0f} of {f['fan_expected']:.0f} at {f['fan_events_per_s']:.0f}/s",
+            f"{label}: lag p99 selective / informers",
+            f"{fixed(f[f'{prefix}_own_lag_p99_ms'], 0) or '-'} / "
+            f"{fixed(f[f'{prefix}_informer_lag_p99_ms'], 0) or '-'} ms",
         ),
-        (f"[{size}] send-to-read lag p50 / p99 / max", f"{lags} ms"),
+        (f"{label}: every watch got every event", "yes" if f[f"{prefix}_complete"] else "NO"),
+    ]
+
+
+def scale_rows(f: dict[str, float], nodes: int, args: argparse.Namespace) -> list[tuple[str, str]]:
+    size = f"[{args.scale_racks} racks]"
+    phases = ("create", "lists", "pods_open", "pods_fan", "nodes_open", "nodes_fan", "webhook")
+    return [
+        (f"{size} create {nodes} nodes", f"{f['create_nodes_s']:.1f} s"),
+        (f"{size} create {args.pods} pods", f"{f['create_pods_s']:.1f} s"),
+        (f"{size} LIST {args.pods} pods (median)", f"{f['list_pods_ms']:.0f} ms"),
+        (f"{size} LIST pods by spec.nodeName", f"{f['by_node_ms']:.1f} ms"),
+        (f"{size} LIST nodes of one clique", f"{f['by_clique_ms']:.1f} ms"),
+        (f"{size} LIST {nodes} nodes (median)", f"{f['list_nodes_ms']:.0f} ms"),
+        *fan_rows(f, "fan", f"{size} pods by node", args.scale_rate),
+        *fan_rows(f, "clique", f"{size} nodes by clique", args.scale_node_rate),
         (
-            f"[{size}] lag p99 node watches / informers",
-            f"{fixed(f['fan_node_lag_p99_ms'], 0) or '-'} / "
-            f"{fixed(f['fan_informer_lag_p99_ms'], 0) or '-'} ms",
-        ),
-        (f"[{size}] every watch got every event", "yes" if f["fan_complete"] else "NO"),
-        (
-            f"[{size}] create {args.webhook_pods} pods via webhook",
+            f"{size} create {args.webhook_pods} pods via webhook",
             f"{f['webhook_pods_per_s']:.0f}/s",
         ),
-        (f"[{size}] emulator RSS end", f"{f['rss_end']:.0f} MB"),
+        (
+            f"{size} emulator CPU s: " + " / ".join(phases),
+            " / ".join(f"{f[f'cpu_{phase}_s']:.1f}" for phase in phases),
+        ),
+        (f"{size} emulator RSS end", f"{f['rss_end']:.0f} MB"),
     ]
 
 
@@ -379,6 +441,13 @@ def scale_figures(
         (f"watch_events_per_s_{r}racks", fixed(f["fan_events_per_s"], 0)),
         (f"watch_lag_p99_ms_{r}racks", fixed(f["fan_lag_p99_ms"], 0)),
         (f"watchers_kept_up_{r}racks", int(f["fan_complete"])),
+        (f"clique_watch_events_per_s_{r}racks", fixed(f.get("clique_events_per_s"), 0)),
+        (f"clique_watch_lag_p99_ms_{r}racks", fixed(f.get("clique_lag_p99_ms"), 0)),
+        (f"clique_watchers_kept_up_{r}racks", int(f.get("clique_complete", 0))),
         (f"webhook_create_pods_per_s_{r}racks", fixed(f["webhook_pods_per_s"], 0)),
         (f"rss_mb_{r}racks", fixed(f["rss_end"], 0)),
+        (f"create_cpu_s_{r}racks", fixed(f.get("cpu_create_s"), 1)),
+        (f"watch_open_cpu_s_{r}racks", fixed(f.get("cpu_pods_open_s"), 2)),
+        (f"fan_out_cpu_s_{r}racks", fixed(f.get("cpu_pods_fan_s"), 2)),
+        (f"clique_fan_out_cpu_s_{r}racks", fixed(f.get("cpu_nodes_fan_s"), 2)),
     ]

@@ -33,6 +33,7 @@ from bench._kubeapi_client import (
     Rows,
     finish_watches,
     paced_patches,
+    pod_path,
     populate,
     post_all,
     rss_mb,
@@ -149,7 +150,12 @@ async def fan_out(
 
     started = time.perf_counter()
     write_time = await paced_patches(
-        url, pods=pods, count=writes, rate=rate, answered=answered, credentials=credentials
+        url,
+        target=lambda i: pod_path(i % pods),
+        count=writes,
+        rate=rate,
+        answered=answered,
+        credentials=credentials,
     )
     complete = float(await finish_watches([s.done for s in states], tasks))
     total_time = time.perf_counter() - started
@@ -366,6 +372,12 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument(
         "--scale-rate", type=float, default=500.0, help="pod patches per second at that size"
+    )
+    parser.add_argument(
+        "--scale-node-rate",
+        type=float,
+        default=100.0,
+        help="node patches per second at that size (each node's watch of its clique's nodes)",
     )
     parser.add_argument(
         "--scale-informers", type=int, default=3, help="cluster-wide pod watches at that size"
