@@ -73,7 +73,7 @@ class SelectorIndex:
 
     def candidates(self, labels: LabelSelector, fields: FieldSelector) -> set[Key] | None:
         """The keys that may match both selectors, from the narrowest requirement the index
-        answers; None when it answers none of them."""
+        answers; None when it answers none of them. Read-only: it may be the index's own set."""
         best: set[Key] | None = None
         for found in self._answers(labels, fields):
             if best is None or len(found) < len(best):

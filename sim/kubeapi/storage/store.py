@@ -309,8 +309,8 @@ class Bucket:
         keyed = self._keyed_events.get(key, [])
         return keyed[bisect.bisect_right(keyed, rv, key=lambda ev: ev.rv) :]
 
-    def _index_event(self, change: Event) -> None:
-        for key in _change_pins(change):
+    def _index_event(self, change: Event, keys: set[Pin]) -> None:
+        for key in keys:
             keyed = self._keyed_events.setdefault(key, [])
             keyed.append(change)
             if keyed[0].rv < self.floor:  # forget what left the window, a batch at a time
@@ -363,18 +363,20 @@ class Bucket:
             event = self._keyed[key] = asyncio.Event()
         return event
 
-    def notify(self, change: Event | None = None) -> None:
+    def notify(self, keys: set[Pin] | None = None) -> None:
+        """Wake the watchers of every change, and those waiting on one of ``keys`` (the pins of
+        the change committed); None (a watch drop) wakes every keyed watcher too."""
         fired = self._changed
         self._changed = asyncio.Event()
         fired.set()
         if not self._keyed:
             return
-        if change is None:  # a watch drop: wake every keyed watcher too
+        if keys is None:
             keyed, self._keyed = self._keyed, {}
             for event in keyed.values():
                 event.set()
             return
-        for key in _change_pins(change):
+        for key in keys:
             waiting = self._keyed.pop(key, None)
             if waiting is not None:
                 waiting.set()
@@ -415,8 +417,9 @@ class Bucket:
         change = Event("MODIFIED" if prev else "ADDED", entry, prev)
         self.events.append(change)
         self._trim()
-        self._index_event(change)
-        self.notify(change)
+        keys = _change_pins(change)
+        self._index_event(change, keys)
+        self.notify(keys)
 
     def _remove(self, final: Entry, prev: Entry) -> None:
         names = self.namespaces[prev.namespace]
@@ -429,8 +432,9 @@ class Bucket:
         change = Event("DELETED", final, prev)
         self.events.append(change)
         self._trim()
-        self._index_event(change)
-        self.notify(change)
+        keys = _change_pins(change)
+        self._index_event(change, keys)
+        self.notify(keys)
 
 
 def _change_pins(change: Event) -> set[Pin]:
