@@ -229,7 +229,9 @@ class Bucket:
             scan = self.entries(namespace, after=after)
             return (e for e in scan if labels.matches(e.labels) and fields.matches(e.fields))
         found = sorted(
-            k for k in keys if (namespace is None or k[0] == namespace) and (not after or k > after)
+            k
+            for k in keys
+            if (namespace is None or k[0] == namespace) and (after is None or k > after)
         )
         entries = (self.namespaces[ns][name] for ns, name in found)
         return (e for e in entries if labels.matches(e.labels) and fields.matches(e.fields))
