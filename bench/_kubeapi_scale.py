@@ -3,11 +3,13 @@ and 20,000 Pods in one emulator, as a 256-rack cdo cluster puts them there.
 
 Measures: the time to create the Nodes and the Pods; LIST of every Pod, of one node's Pods
 (``fieldSelector=spec.nodeName=X``) and of one clique's Nodes (a label selector matching 18 of
-4,608); the watch fan-out while Pods are patched, with one Pod watch per node pinned to its
-node by a field selector (as each kubelet holds) plus a few cluster-wide Pod informers: the
-events delivered per second and the delivery lag, from the moment a write is sent to the
-moment a watcher has read its event; and Pod creation through a mutating admission webhook
-(a local HTTPS server answering with a JSONPatch). A library module of ``bench.kubeapi``.
+4,608); two watch fan-outs, each with one watch per node plus a few cluster-wide informers:
+every node's watch of its own Pods (a field selector, as each kubelet holds) while Pods are
+patched, and every node's watch of its clique's Nodes (a label selector) while Nodes are
+patched; for each, the events delivered per second and the delivery lag, from the moment a
+write is sent to the moment a watcher has read its event; Pod creation through a mutating
+admission webhook (a local HTTPS server answering with a JSONPatch); and the emulator's own
+CPU seconds per phase. A library module of ``bench.kubeapi``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ as a ServiceAccount whose ClusterRole allows what the benchmark does. Prints a t
 ends with one ``RESULT`` line.
 
 Then the cluster-size scenario (``_kubeapi_scale``): 256 racks (4,608 nodes), 20,000 pods,
-one pod watch per node and a few cluster-wide ones, pods created through a mutating webhook.
+one pod watch (by node) and one node watch (by clique label) per node plus a few cluster-wide
+ones, pods created through a mutating webhook.
 
 Targets: LIST of 20,000 pods under 1 s; 10 watchers keep up with 1,000 writes/s; RBAC
 costs under 20 % on the LIST (``authz_overhead_ratio`` < 1.2).
