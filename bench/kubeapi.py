@@ -8,6 +8,10 @@ authentication and RBAC (``enforce_auth``, plain HTTP so that only authorization
 as a ServiceAccount whose ClusterRole allows what the benchmark does. Prints a table and
 ends with one ``RESULT`` line.
 
+Then the cluster-size scenario (``_kubeapi_scale``): 256 racks (4,608 nodes), 20,000 pods,
+one pod watch (by node) and one node watch (by clique label) per node plus a few cluster-wide
+ones, pods created through a mutating webhook.
+
 Targets: LIST of 20,000 pods under 1 s; 10 watchers keep up with 1,000 writes/s; RBAC
 costs under 20 % on the LIST (``authz_overhead_ratio`` < 1.2).
 """
@@ -18,7 +22,6 @@ import argparse
 import asyncio
 import math
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -26,12 +29,22 @@ from pathlib import Path
 
 import aiohttp
 import msgspec
-import yaml
 
+from bench._kubeapi_client import (
+    Rows,
+    finish_watches,
+    paced_patches,
+    pod_path,
+    populate,
+    post_all,
+    rss_mb,
+    start_server,
+    stop_server,
+    timed_get,
+    watch_lines,
+)
+from bench._kubeapi_scale import run_scale, scale_figures
 from bench._report import fixed, measure_table, percentile, result_line
-
-PODS = "/api/v1/namespaces/{ns}/pods"
-NAMESPACES = 10
 
 
 class _Meta(msgspec.Struct):
@@ -58,65 +71,6 @@ class _PodList(msgspec.Struct):
     metadata: _ListMeta
 
 
-def node(i: int) -> dict[str, object]:
-    rack = i // 18
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": f"node-{i:04d}",
-            "labels": {
-                "kubernetes.io/hostname": f"node-{i:04d}",
-                "nvidia.com/gpu.clique": f"0f3e9a5c-1b2d-4c6e-8f00-{rack:012d}.1",
-                "topology.kubernetes.io/rack": f"rack-{rack}",
-            },
-        },
-        "status": {
-            "capacity": {"cpu": "144", "memory": "1Ti", "nvidia.com/gpu": "4"},
-            "allocatable": {"cpu": "140", "memory": "990Gi", "nvidia.com/gpu": "4"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            "nodeInfo": {"kubeletVersion": "v1.37.0"},
-        },
-    }
-
-
-def pod(i: int, nodes: int) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"worker-{i:05d}",
-            "labels": {
-                "app": f"job-{i % 200}",
-                "cdo.nvidia.com/domain": f"domain-{i % 50}",
-                "index": str(i % 4),
-            },
-            "annotations": {"cdo.nvidia.com/placement": f"clique-{i % 111}"},
-        },
-        "spec": {
-            "nodeName": f"node-{i % nodes:04d}",
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                    "command": ["torchrun", "--nnodes=16", "train.py"],
-                    "env": [
-                        {"name": "NCCL_DEBUG", "value": "WARN"},
-                        {"name": "RANK", "value": str(i % 64)},
-                    ],
-                    "resources": {
-                        "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
-                        "limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
-                    },
-                }
-            ],
-            "tolerations": [
-                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-            ],
-        },
-    }
-
-
 @dataclass
 class Watcher:
     received: int = 0
@@ -129,64 +83,6 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 BENCH_RULES = [
     {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["get", "list", "watch", "patch"]}
 ]
-
-
-async def start_server(tmp: Path, *, authz: bool) -> tuple[asyncio.subprocess.Process, str]:
-    kubeconfig = tmp / ("kubeconfig-authz" if authz else "kubeconfig")
-    config = {"watch_window": 50000, "enforce_auth": authz, "tls": False}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sim.kubeapi", "--port", "0", "--kubeconfig", str(kubeconfig),
-        "--config-json", msgspec.json.encode(config).decode(),
-        stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    await asyncio.wait_for(proc.stdout.readline(), 60)
-    url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    return proc, url
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-async def post_all(
-    session: aiohttp.ClientSession,
-    url: str,
-    bodies: list[tuple[str, dict[str, object]]],
-    concurrency: int,
-) -> float:
-    queue: asyncio.Queue[tuple[str, dict[str, object]]] = asyncio.Queue()
-    for item in bodies:
-        queue.put_nowait(item)
-
-    async def worker() -> None:
-        while not queue.empty():
-            path, body = queue.get_nowait()
-            async with session.post(
-                url + path,
-                data=msgspec.json.encode(body),
-                headers={"Content-Type": "application/json"},
-            ) as resp:
-                if resp.status != 201:
-                    raise RuntimeError(f"create failed {resp.status}: {await resp.text()}")
-                await resp.read()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return time.perf_counter() - started
-
-
-async def timed_get(
-    session: aiohttp.ClientSession, url: str, params: dict[str, str] | None = None
-) -> tuple[float, bytes]:
-    started = time.perf_counter()
-    async with session.get(url, params=params) as resp:
-        body = await resp.read()
-        assert resp.status == 200, body[:200]
-    return time.perf_counter() - started, body
 
 
 async def paged_walk(session: aiohttp.ClientSession, url: str, limit: int) -> tuple[float, int]:
@@ -214,16 +110,10 @@ async def watch(
 ) -> None:
     decoder = msgspec.json.Decoder(_Event)
     params = {"watch": "true", "resourceVersion": rv}
-    pending = b""
     async with session.get(
         url, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=60)
     ) as resp:
-        # Read whole chunks and split lines here: per-line reads would make the load
-        # generator, not the server, the bottleneck.
-        async for chunk in resp.content.iter_any():
-            now = time.perf_counter()
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
+        async for now, lines in watch_lines(resp):
             for line in lines:
                 event = decoder.decode(line)
                 state.received += 1
@@ -254,55 +144,22 @@ async def fan_out(
         for s in states
     ]
     await asyncio.sleep(0.5)  # let every watch connect
-    concurrency = 16
-    interval = 1.0 / rate
-    started = time.perf_counter()
-    counter = iter(range(writes))
-    host, port = url.removeprefix("http://").split(":")
     decoder = msgspec.json.Decoder(_Object)
 
-    async def writer() -> None:
-        # A bare HTTP/1.1 keep-alive client: the load generator must cost far less CPU than
-        # the server it measures (two cores here), which aiohttp's client does not.
-        reader, stream = await asyncio.open_connection(host, int(port))
-        try:
-            for i in counter:
-                due = started + i * interval
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                name = f"worker-{i % pods:05d}"
-                ns = f"team-{(i % pods) % NAMESPACES}"
-                body = msgspec.json.encode({"metadata": {"annotations": {"bench/seq": str(i)}}})
-                stream.write(
-                    f"PATCH {PODS.format(ns=ns)}/{name} HTTP/1.1\r\nHost: {host}\r\n"
-                    f"Content-Type: application/merge-patch+json\r\n{credentials}"
-                    f"Content-Length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
-                status = await reader.readline()
-                length = 0
-                while (line := await reader.readline()) != b"\r\n":
-                    if line[:15].lower() == b"content-length:":
-                        length = int(line[15:])
-                payload = await reader.readexactly(length)
-                if not status.startswith(b"HTTP/1.1 200"):
-                    raise RuntimeError(f"patch failed: {status!r} {payload[:200]!r}")
-                sent[decoder.decode(payload).metadata.resourceVersion] = time.perf_counter()
-        finally:
-            stream.close()
+    def answered(_: int, payload: bytes) -> None:
+        sent[decoder.decode(payload).metadata.resourceVersion] = time.perf_counter()
 
-    await asyncio.gather(*(writer() for _ in range(concurrency)))
-    write_time = time.perf_counter() - started
-    try:
-        await asyncio.wait_for(asyncio.gather(*(s.done.wait() for s in states)), 60)
-        complete = 1.0
-    except TimeoutError:
-        complete = 0.0
+    started = time.perf_counter()
+    write_time = await paced_patches(
+        url,
+        target=lambda i: pod_path(i % pods),
+        count=writes,
+        rate=rate,
+        answered=answered,
+        credentials=credentials,
+    )
+    complete = float(await finish_watches([s.done for s in states], tasks))
     total_time = time.perf_counter() - started
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
     lags = sorted(lag for s in states for lag in s.lags)
     received = sum(s.received for s in states)
     return {
@@ -316,35 +173,6 @@ async def fan_out(
         "complete": complete,
         "received": received,
     }
-
-
-async def populate(session: aiohttp.ClientSession, url: str, args: argparse.Namespace) -> Rows:
-    namespaces: list[tuple[str, dict[str, object]]] = [
-        ("/api/v1/namespaces", {"metadata": {"name": f"team-{n}"}}) for n in range(NAMESPACES)
-    ]
-    await post_all(session, url, namespaces, 4)
-    t_nodes = await post_all(
-        session, url, [("/api/v1/nodes", node(i)) for i in range(args.nodes)], 32
-    )
-    pod_bodies = [
-        (PODS.format(ns=f"team-{i % NAMESPACES}"), pod(i, args.nodes)) for i in range(args.pods)
-    ]
-    t_pods = await post_all(session, url, pod_bodies, 32)
-    return Rows(
-        [
-            ("create nodes", f"{args.nodes} in {t_nodes:.1f} s ({args.nodes / t_nodes:.0f}/s)"),
-            ("create pods", f"{args.pods} in {t_pods:.1f} s ({args.pods / t_pods:.0f}/s)"),
-        ],
-        {"create_pods_per_s": args.pods / t_pods},
-    )
-
-
-@dataclass
-class Rows:
-    """Table rows and the figures behind them."""
-
-    rows: list[tuple[str, str]]
-    figures: dict[str, float]
 
 
 async def median_list(
@@ -415,15 +243,14 @@ async def run_plain(tmp: Path, args: argparse.Namespace) -> Rows:
     try:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
-            created = await populate(session, url, args)
+            created = await populate(session, url, args.nodes, args.pods)
             rss_loaded = rss_mb(proc.pid)
             lists = await measure_lists(session, url, args)
             fan = await fan_out(session, url, args.pods, args.watchers, args.rate, args.duration)
             fans = fan_rows(fan, args)
             rss_end = rss_mb(proc.pid)
     finally:
-        proc.terminate()
-        await proc.wait()
+        await stop_server(proc)
     memory = ("emulator RSS loaded / end", f"{rss_loaded:.0f} / {rss_end:.0f} MB")
     return Rows(
         created.rows + lists.rows + fans.rows + [memory],
@@ -464,7 +291,7 @@ async def run_authz(tmp: Path, args: argparse.Namespace) -> Rows:
         async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), headers=ADMIN
         ) as admin:
-            await populate(admin, url, args)
+            await populate(admin, url, args.nodes, args.pods)
             token = await bench_token(admin, url)
         headers = {"Authorization": f"Bearer {token}"}
         async with aiohttp.ClientSession(
@@ -481,8 +308,7 @@ async def run_authz(tmp: Path, args: argparse.Namespace) -> Rows:
                 credentials=f"Authorization: Bearer {token}\r\n",
             )
     finally:
-        proc.terminate()
-        await proc.wait()
+        await stop_server(proc)
     row = (f"LIST {args.pods} pods, RBAC (median of {args.repeat})", f"{list_ms:.0f} ms")
     fans = fan_rows(fan, args, ", RBAC")
     return Rows([row, *fans.rows], {"list_ms": list_ms, **fans.figures})
@@ -492,19 +318,25 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="kubeapi-bench-") as tmp:
         plain = await run_plain(Path(tmp), args)
         authz = await run_authz(Path(tmp), args)
+        scale = await run_scale(Path(tmp), args) if args.scale_racks else None
     rows = plain.rows + authz.rows
     off, on = plain.figures, authz.figures
     ratio = on["list_ms"] / off["list_ms"]
     rows.append(("RBAC on / off, LIST", f"{ratio:.2f}"))
+    if scale is not None:
+        rows += scale.rows
     print("\n".join(measure_table(rows, rule=30)))
-    print(result_line(figures(args, off, on)))
+    print(result_line(figures(args, off, on, scale.figures if scale else None)))
 
 
 def figures(
-    args: argparse.Namespace, off: dict[str, float], on: dict[str, float]
+    args: argparse.Namespace,
+    off: dict[str, float],
+    on: dict[str, float],
+    scale: dict[str, float] | None = None,
 ) -> list[tuple[str, str | int | None]]:
-    """The RESULT figures from the runs without (``off``) and with (``on``) RBAC; a lag of no
-    event received has no key."""
+    """The RESULT figures from the runs without (``off``) and with (``on``) RBAC, then those of
+    the cluster-size scenario when it ran; a lag of no event received has no key."""
     return [
         (f"list_{args.pods // 1000}k_pods_ms", fixed(off["list_ms"], 0)),
         ("list_pods_paged_ms", fixed(1000 * off["paged_s"], 0)),
@@ -521,6 +353,7 @@ def figures(
         ("writes_per_s_authz", fixed(on["write_rate"], 0)),
         ("watchers_kept_up_authz", int(on["complete"])),
         ("authz_overhead_ratio", fixed(on["list_ms"] / off["list_ms"], 2)),
+        *(scale_figures(args, scale) if scale is not None else []),
     ]
 
 
@@ -532,6 +365,33 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=1000.0, help="writes per second")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds of writes")
     parser.add_argument("--repeat", type=int, default=5, help="LIST repetitions")
+    parser.add_argument(
+        "--scale-racks",
+        type=int,
+        default=256,
+        help="racks of 18 nodes in the cluster-size scenario (0: skip it)",
+    )
+    parser.add_argument(
+        "--scale-rate", type=float, default=500.0, help="pod patches per second at that size"
+    )
+    parser.add_argument(
+        "--scale-node-rate",
+        type=float,
+        default=100.0,
+        help="node patches per second at that size (each node's watch of its clique's nodes)",
+    )
+    parser.add_argument(
+        "--scale-informers", type=int, default=3, help="cluster-wide pod watches at that size"
+    )
+    parser.add_argument(
+        "--webhook-pods", type=int, default=2000, help="pods created through the webhook"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a directory: run the cluster-size scenario's emulator under cProfile, "
+        "writing kubeapi-scale.prof there",
+    )
     return parser.parse_args()
 
 

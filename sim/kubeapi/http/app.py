@@ -485,11 +485,7 @@ class ApiServer:
             request.query, supported_fields=rt.selectable_fields(), watch=False
         )
         bucket = self.store.bucket(rt.storage)
-        targets = [
-            e
-            for e in bucket.entries(namespace)
-            if list_opts.labels.matches(e.labels) and list_opts.fields.matches(e.fields)
-        ]
+        targets = list(bucket.select(namespace, list_opts.labels, list_opts.fields))
         deleted = []
         for entry in targets:
             try:

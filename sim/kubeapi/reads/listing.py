@@ -100,14 +100,16 @@ async def list_objects(
     bucket = store.bucket(rt.storage)
     limit = opts.limit
     after: Key | None = None
+    labels, fields = opts.labels, opts.fields
+    # Every source yields only the entries matching both selectors, in key order.
     if opts.continue_token:
         list_rv, after = decode_continue(opts.continue_token)
         if list_rv < bucket.floor:
             raise errors.expired(CONTINUE_EXPIRED)
-        source: Iterable[Entry] = bucket.snapshot(list_rv, namespace, after=after)
+        source: Iterable[Entry] = bucket.snapshot(list_rv, namespace, labels, fields, after=after)
     elif opts.resource_version in ("", "0"):
         list_rv = store.rv
-        source = bucket.entries(namespace)
+        source = bucket.select(namespace, labels, fields)
         if opts.resource_version == "0":
             limit = 0
     else:
@@ -119,20 +121,17 @@ async def list_objects(
             await wait_for_rv(store, wanted, too_large_wait)
         if exact:
             list_rv = wanted
-            source = bucket.snapshot(wanted, namespace)
+            source = bucket.snapshot(wanted, namespace, labels, fields)
         else:
             list_rv = store.rv
-            source = bucket.entries(namespace)
-    accept = matcher(namespace, opts)
+            source = bucket.select(namespace, labels, fields)
     page: list[Entry] = []
     more = False
     remaining = 0
-    selective = not (opts.labels.empty and opts.fields.empty)
+    selective = not (labels.empty and fields.empty)
     # Counting what is left is cheap from the live index; a reconstructed past is walked.
     live = bucket.is_current(list_rv)
     for entry in source:
-        if not accept(entry):
-            continue
         if limit and len(page) >= limit:
             more = True
             if selective or live:

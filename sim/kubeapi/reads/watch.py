@@ -34,7 +34,8 @@ from sim.kubeapi.machinery.query import ListOptions, parse_rv
 from sim.kubeapi.reads import tables
 from sim.kubeapi.reads.listing import Representation, matcher, wait_for_rv
 from sim.kubeapi.storage.resources import ResourceType
-from sim.kubeapi.storage.store import WATCH_INDEXED_FIELDS, Entry, Event, Store
+from sim.kubeapi.storage.selectindex import Pin, required_pin
+from sim.kubeapi.storage.store import Entry, Event, Store
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -67,15 +68,8 @@ class WatchStream:
             self.accept = lambda e: e.namespace == namespace and base(e)
         self.shared_lines = rep.kind == "object" and rt.is_storage
         self._headers_sent = False
-        # A watcher pinned to one value of an indexed field waits only for changes to it.
-        self.wake_key: tuple[str, str] | None = next(
-            (
-                (field, value)
-                for field in WATCH_INDEXED_FIELDS
-                if (value := opts.fields.exact(field)) is not None
-            ),
-            None,
-        )
+        # A watcher whose selector requires one pin waits only for changes to objects with it.
+        self.wake_key: Pin | None = required_pin(opts.labels, opts.fields)
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -223,7 +217,7 @@ async def serve_watch(
     epoch = bucket.drop_epoch
     try:
         if initial:
-            snapshot = list(bucket.entries(namespace))
+            snapshot = list(bucket.select(namespace, opts.labels, opts.fields))
             start_rv = store.rv
             if stream.converting:
                 lines = [await stream.converted_added_line(e) for e in snapshot if stream.accept(e)]

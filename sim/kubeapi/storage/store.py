@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from sim.kubeapi.machinery import codec, errors
+from sim.kubeapi.machinery.selectors import EVERYTHING, NO_FIELDS, FieldSelector, LabelSelector
+from sim.kubeapi.storage.selectindex import Pin, SelectorIndex, pins
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -157,10 +159,6 @@ class Event:
         return self._prev_as_deleted
 
 
-WATCH_INDEXED_FIELDS = ("spec.nodeName", "metadata.name")
-"""Selectable fields whose pinned values watchers can wait on alone (see Bucket.changed)."""
-
-
 class Bucket:
     """All objects of one stored resource (shared by every served version of it)."""
 
@@ -174,9 +172,10 @@ class Bucket:
         self.floor = floor
         self.drop_epoch = 0
         self._changed = asyncio.Event()
-        self._keyed: dict[tuple[str, str], asyncio.Event] = {}
-        self._keyed_events: dict[tuple[str, str], list[Event]] = {}
+        self._keyed: dict[Pin, asyncio.Event] = {}
+        self._keyed_events: dict[Pin, list[Event]] = {}
         self.count = 0
+        self.index = SelectorIndex()
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -212,15 +211,47 @@ class Bucket:
             for i in range(start, len(ordered)):
                 yield names[ordered[i]]
 
-    def snapshot(
-        self, rv: int, namespace: str | None = None, *, after: Key | None = None
+    def select(
+        self,
+        namespace: str | None = None,
+        labels: LabelSelector = EVERYTHING,
+        fields: FieldSelector = NO_FIELDS,
+        *,
+        after: Key | None = None,
     ) -> Iterator[Entry]:
-        """The entries as they were at ``rv``, in key order; 410 if history is gone."""
+        """The current entries matching both selectors, in key order, optionally strictly after
+        ``after``: read through the selector index when it narrows them to under half of the
+        resource, else by walking every entry."""
+        if labels.empty and fields.empty:
+            return self.entries(namespace, after=after)
+        keys = self.index.candidates(labels, fields)
+        if keys is None or 2 * len(keys) > self.count:
+            scan = self.entries(namespace, after=after)
+            return (e for e in scan if labels.matches(e.labels) and fields.matches(e.fields))
+        found = sorted(
+            k
+            for k in keys
+            if (namespace is None or k[0] == namespace) and (after is None or k > after)
+        )
+        entries = (self.namespaces[ns][name] for ns, name in found)
+        return (e for e in entries if labels.matches(e.labels) and fields.matches(e.fields))
+
+    def snapshot(
+        self,
+        rv: int,
+        namespace: str | None = None,
+        labels: LabelSelector = EVERYTHING,
+        fields: FieldSelector = NO_FIELDS,
+        *,
+        after: Key | None = None,
+    ) -> Iterator[Entry]:
+        """The entries matching both selectors as they were at ``rv``, in key order; 410 if
+        history is gone."""
         if rv < self.floor:
             raise errors.too_old_resource_version(rv, self.floor)
         start = self.first_index_after(rv)
         if start >= len(self.events):
-            return self.entries(namespace, after=after)
+            return self.select(namespace, labels, fields, after=after)
         state: dict[Key, Entry] = {e.key: e for e in self.entries(namespace)}
         for ev in reversed(self.events[start:]):
             key = ev.entry.key
@@ -230,7 +261,15 @@ class Bucket:
                 state.pop(key, None)
             elif ev.prev is not None:
                 state[key] = ev.prev
-        return iter([state[k] for k in sorted(state) if after is None or k > after])
+        return iter(
+            [
+                entry
+                for k in sorted(state)
+                if (after is None or k > after)
+                and labels.matches((entry := state[k]).labels)
+                and fields.matches(entry.fields)
+            ]
+        )
 
     def count_after(self, namespace: str | None, key: Key) -> int:
         """How many current entries sort after ``key`` (within ``namespace`` if given)."""
@@ -258,11 +297,12 @@ class Bucket:
     def first_index_after(self, rv: int) -> int:
         return bisect.bisect_right(self.events, rv, key=lambda ev: ev.rv)
 
-    def events_after(self, rv: int, key: tuple[str, str] | None = None) -> list[Event]:
+    def events_after(self, rv: int, key: Pin | None = None) -> list[Event]:
         """Every event newer than ``rv``; 410 when some of them left the window.
 
-        With ``key`` only the events whose old or new state has that indexed field value, so a
-        watcher pinned to one node reads its own changes, not every node's.
+        With ``key`` only the events whose old or new state has that pin (see
+        ``selectindex.Pin``), so a watcher pinned to one node, or to one clique's label, reads
+        its own changes, not every node's.
         """
         if rv < self.floor:
             raise errors.too_old_resource_version(rv, self.floor)
@@ -271,17 +311,21 @@ class Bucket:
         keyed = self._keyed_events.get(key, [])
         return keyed[bisect.bisect_right(keyed, rv, key=lambda ev: ev.rv) :]
 
-    def _index_event(self, change: Event) -> None:
-        keys = {
-            (field, entry.fields.get(field, ""))
-            for entry in (change.entry, change.prev)
-            if entry is not None
-            for field in WATCH_INDEXED_FIELDS
-        }
+    def _index_event(self, change: Event, keys: set[Pin]) -> None:
         for key in keys:
             keyed = self._keyed_events.setdefault(key, [])
             keyed.append(change)
             if keyed[0].rv < self.floor:  # forget what left the window, a batch at a time
+                del keyed[: bisect.bisect_left(keyed, self.floor, key=lambda ev: ev.rv)]
+
+    def _sweep_keyed_events(self) -> None:
+        """Forget, for every pin, the events that left the window, and the pins left with none
+        (a deleted object's name, a label value no object has any more)."""
+        for key in list(self._keyed_events):
+            keyed = self._keyed_events[key]
+            if keyed[-1].rv < self.floor:
+                del self._keyed_events[key]
+            elif keyed[0].rv < self.floor:
                 del keyed[: bisect.bisect_left(keyed, self.floor, key=lambda ev: ev.rv)]
 
     @property
@@ -301,17 +345,18 @@ class Bucket:
             cut = excess + self.window // 10
             self.floor = self.events[cut - 1].rv
             del self.events[:cut]
+            self._sweep_keyed_events()
 
     # -- change notification --------------------------------------------------------------------
 
-    def changed(self, key: tuple[str, str] | None = None) -> asyncio.Event:
+    def changed(self, key: Pin | None = None) -> asyncio.Event:
         """An asyncio.Event set at the next change (or watch drop) of this bucket.
 
-        With ``key`` (a selectable field and the value a watcher pins it to, see
-        ``WATCH_INDEXED_FIELDS``) the event fires only for changes whose old or new state has
-        that value. Many watchers pinned to different values (every kubelet's
-        ``spec.nodeName=<node>`` pod watch) then cost one wake-up per write instead of one per
-        watcher, as the real server's watch cache indexes them.
+        With ``key`` (a pin its selector requires, see ``selectindex.required_pin``) the event
+        fires only for changes whose old or new state has that pin. Many watchers pinned to
+        different values (every kubelet's ``spec.nodeName=<node>`` pod watch, every node's
+        watch of its clique's Nodes by label) then cost the wake-ups of the few a write
+        concerns instead of one per watcher, as the real server's watch cache indexes them.
         """
         if key is None:
             return self._changed
@@ -320,24 +365,23 @@ class Bucket:
             event = self._keyed[key] = asyncio.Event()
         return event
 
-    def notify(self, change: Event | None = None) -> None:
+    def notify(self, keys: set[Pin] | None = None) -> None:
+        """Wake the watchers of every change, and those waiting on one of ``keys`` (the pins of
+        the change committed); None (a watch drop) wakes every keyed watcher too."""
         fired = self._changed
         self._changed = asyncio.Event()
         fired.set()
         if not self._keyed:
             return
-        if change is None:  # a watch drop: wake every keyed watcher too
+        if keys is None:
             keyed, self._keyed = self._keyed, {}
             for event in keyed.values():
                 event.set()
             return
-        for entry in (change.entry, change.prev):
-            if entry is None:
-                continue
-            for field in WATCH_INDEXED_FIELDS:
-                waiting = self._keyed.pop((field, entry.fields.get(field, "")), None)
-                if waiting is not None:
-                    waiting.set()
+        for key in keys:
+            waiting = self._keyed.pop(key, None)
+            if waiting is not None:
+                waiting.set()
 
     def drop_watches(self) -> None:
         self.drop_epoch += 1
@@ -347,9 +391,13 @@ class Bucket:
 
     def _restore(self, entry: Entry) -> None:
         names = self.namespaces.setdefault(entry.namespace, {})
-        if entry.name not in names:
+        replaced = names.get(entry.name)
+        if replaced is None:
             self.count += 1
+        else:
+            self.index.discard(replaced.key, replaced.labels, replaced.fields)
         names[entry.name] = entry
+        self.index.add(entry.key, entry.labels, entry.fields)
         self._sorted.pop(entry.namespace, None)
         self._sorted_ns = None
 
@@ -363,16 +411,22 @@ class Bucket:
             if not names:
                 self._sorted_ns = None
             self.count += 1
+        replaced = names.get(entry.name)
+        if replaced is not None:
+            self.index.discard(replaced.key, replaced.labels, replaced.fields)
         names[entry.name] = entry
+        self.index.add(entry.key, entry.labels, entry.fields)
         change = Event("MODIFIED" if prev else "ADDED", entry, prev)
         self.events.append(change)
         self._trim()
-        self._index_event(change)
-        self.notify(change)
+        keys = _change_pins(change)
+        self._index_event(change, keys)
+        self.notify(keys)
 
     def _remove(self, final: Entry, prev: Entry) -> None:
         names = self.namespaces[prev.namespace]
-        del names[prev.name]
+        stored = names.pop(prev.name)
+        self.index.discard(stored.key, stored.labels, stored.fields)
         self.count -= 1
         self._sorted.pop(prev.namespace, None)
         if not names:
@@ -380,8 +434,17 @@ class Bucket:
         change = Event("DELETED", final, prev)
         self.events.append(change)
         self._trim()
-        self._index_event(change)
-        self.notify(change)
+        keys = _change_pins(change)
+        self._index_event(change, keys)
+        self.notify(keys)
+
+
+def _change_pins(change: Event) -> set[Pin]:
+    """The pins of a change: those of its new state and of its previous one."""
+    found = set(pins(change.entry.labels, change.entry.fields))
+    if change.prev is not None:
+        found.update(pins(change.prev.labels, change.prev.fields))
+    return found
 
 
 FieldsFn = Callable[[dict[str, Any]], dict[str, str]]

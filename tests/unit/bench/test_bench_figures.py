@@ -40,6 +40,33 @@ def test_the_watch_lag_of_no_event_received_has_no_key_and_says_so() -> None:
     assert rows["delivery lag p50 / p99 / max, RBAC"] == "- / - / - (no event received)"
 
 
+def test_the_cluster_size_keys_name_the_racks_and_are_absent_when_skipped() -> None:
+    args = argparse.Namespace(pods=20000, watchers=10, rate=1000.0, scale_racks=256)
+    scale = {
+        "create_nodes_s": 1.5,
+        "create_pods_s": 10.0,
+        "list_pods_ms": 219.0,
+        "by_node_ms": 0.41,
+        "by_clique_ms": 0.3,
+        "fan_open_s": 4.5,
+        "fan_events_per_s": 1910.0,
+        "fan_lag_p99_ms": math.nan,  # nothing received: no key
+        "fan_complete": 0.0,
+        "webhook_pods_per_s": 955.0,
+        "rss_end": 311.0,
+    }
+    on = off = fan(12.0, received=50000)
+    pairs = dict(
+        pair.split("=") for pair in result_line(kubeapi.figures(args, off, on, scale)).split()[1:]
+    )
+    assert pairs["list_pods_by_node_ms_256racks"] == "0.4"
+    assert pairs["watchers_kept_up_256racks"] == "0"
+    assert "watch_lag_p99_ms_256racks" not in pairs
+    assert pairs["watch_lag_p99_ms"] == "12"  # the existing keys stay as they were
+    skipped = result_line(kubeapi.figures(args, off, on))
+    assert "racks=" not in skipped
+
+
 def test_the_first_paint_key_names_the_racks_drawn() -> None:
     default = argparse.Namespace(racks=256, event_p99=41.2, first_paint=1830.4)
     assert result_line(ui.figures(default)) == (
