@@ -35,6 +35,7 @@ import socket
 import ssl
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
@@ -134,6 +135,9 @@ class ImexDaemon:
         self._links: dict[str, asyncio.Task[None]] = {}
         self._outgoing: dict[str, asyncio.StreamWriter] = {}
         self._incoming: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        # Every connection a listener accepted (peers and commands), from the moment asyncio
+        # made it: its handler task may not have started yet when the daemon stops.
+        self._accepted: set[asyncio.StreamWriter] = set()
         self._commands: asyncio.Queue[_Command] = asyncio.Queue()
         self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[None] | None = None
@@ -226,8 +230,9 @@ class ImexDaemon:
         try:
             await self._main
         finally:
-            await self._close_incoming()
             await self._close_listeners()
+            await self._close_incoming()
+            self._close_accepted(abort=not graceful)
             if not self._stopped.is_set():
                 self._stopped.set()
                 self.log.info("IMEX daemon stopped" if graceful else "IMEX daemon killed")
@@ -341,18 +346,25 @@ class ImexDaemon:
                 path = Path(config.cmd_unix_domain_path)
                 # A stale socket file from a killed daemon would make the bind fail.
                 _remove_file(path)
-                self._command_servers.append(
-                    await asyncio.start_unix_server(
-                        self._serve_command, path=str(path), limit=STREAM_LIMIT
-                    )
+                server = await asyncio.start_unix_server(
+                    self._accept(self._serve_command),
+                    path=str(path),
+                    limit=STREAM_LIMIT,
+                    start_serving=False,
                 )
+                self._command_servers.append(server)
+                await server.start_serving()
             # An empty IMEX_CMD_BIND_INTERFACE_IP binds every interface, as documented.
             host = config.cmd_bind_interface_ip or None
-            self._command_servers.append(
-                await asyncio.start_server(
-                    self._serve_command, host=host, port=config.cmd_port, limit=STREAM_LIMIT
-                )
+            server = await asyncio.start_server(
+                self._accept(self._serve_command),
+                host=host,
+                port=config.cmd_port,
+                limit=STREAM_LIMIT,
+                start_serving=False,
             )
+            self._command_servers.append(server)
+            await server.start_serving()
         except OSError as exc:
             where = f"{config.cmd_bind_interface_ip or '*'}:{config.cmd_port}"
             raise ImexStartError(
@@ -363,17 +375,58 @@ class ImexDaemon:
     async def _start_peer_server(self) -> None:
         try:
             self._peer_server = await asyncio.start_server(
-                self._serve_peer,
+                self._accept(self._serve_peer),
                 host=self._address,
                 port=self._port,
                 ssl=self._tls.server if self._tls else None,
                 limit=STREAM_LIMIT,
+                start_serving=False,
             )
+            await self._peer_server.start_serving()
         except OSError as exc:
             raise ImexStartError(
                 f"cannot listen for peers on {self._address}:{self._port}: {_why(exc)}"
             ) from exc
         self.log.info(f"listening for peers on {self._address}:{self._port}")
+
+    # A listener is created without serving and kept before it starts serving: asyncio's
+    # start_server yields once after it began to listen, and a start cancelled there would lose
+    # a listening socket that nothing closes any more.
+
+    def _accept(
+        self, serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+        """A listener's callback: keeps each connection as asyncio makes it, then serves it."""
+
+        def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Awaitable[None]:
+            self._accepted.add(writer)
+            return self._served(serve, reader, writer)
+
+        return accepted
+
+    async def _served(
+        self,
+        serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        try:
+            if self.state is not DaemonState.SHUTTING_DOWN:
+                await serve(reader, writer)
+        finally:
+            self._accepted.discard(writer)
+            writer.close()
+
+    def _close_accepted(self, *, abort: bool) -> None:
+        """Close every connection still open once the listeners are closed, as the end of a
+        process closes its sockets (a killed one resets them): a command client that keeps its
+        connection, or one accepted as the daemon stopped whose handler never ran."""
+        accepted, self._accepted = self._accepted, set()
+        for writer in accepted:
+            if abort:
+                writer.transport.abort()
+            else:
+                writer.close()
 
     async def _close_listeners(self) -> None:
         servers = [*self._command_servers]

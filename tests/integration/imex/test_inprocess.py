@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
@@ -27,6 +28,7 @@ from sim.imex import (
     query_status,
     render_json,
 )
+from sim.imex.protocol import StatusReply, StatusRequest, read_command_message, write_message
 from tests.integration.imex.cluster import free_port, loopback_subnet
 from tests.integration.imex.pki import Authority
 from tests.support.wait import wait_for
@@ -293,3 +295,52 @@ async def test_a_failed_start_leaves_nothing_bound(tmp_path: Path) -> None:
 
     with socket.socket() as probe:
         probe.bind((clash.cmd_bind_interface_ip, clash.cmd_port))
+
+
+def assert_free(address: str, port: int) -> None:
+    with socket.socket() as probe:
+        probe.bind((address, port))  # EADDRINUSE while a listener of the daemon is left open
+
+
+async def test_a_start_cancelled_at_any_point_leaves_nothing_bound(tmp_path: Path) -> None:
+    """A node's services stopped while its agent starts the daemon cancel the start: wherever
+    it is, no listener may outlive it (asyncio's start_server yields once it listens)."""
+    subnet = loopback_subnet()
+    config = write_domain(tmp_path, [f"{subnet}.1"])[0]
+    steps = 0
+    while True:
+        daemon = ImexDaemon(config)
+        start = asyncio.create_task(daemon.start())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        if start.done():
+            await start
+            await daemon.stop()
+            break
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+        assert_free(config.cmd_bind_interface_ip, config.cmd_port)
+        assert_free(config.bind_interface_ip, config.server_port)
+        steps += 1
+    assert steps >= 2  # the start yielded in both listeners at least
+
+
+async def test_a_stopped_daemon_closes_the_connections_it_accepted(tmp_path: Path) -> None:
+    """Stopping ends the daemon's connections as the end of its process would, also a command
+    client's that sends nothing and never closes."""
+    subnet = loopback_subnet()
+    config = write_domain(tmp_path, [f"{subnet}.1"])[0]
+    daemon = ImexDaemon(config)
+    async with started([daemon]):
+        reader, writer = await asyncio.open_connection(
+            config.cmd_bind_interface_ip, config.cmd_port
+        )
+        write_message(writer, StatusRequest())
+        await writer.drain()
+        assert isinstance(await read_command_message(reader), StatusReply)  # being served
+    try:
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # end of stream: the daemon closed it
+    finally:
+        writer.close()
