@@ -91,7 +91,9 @@ NodeState = Literal["off", "starting", "running", "restarting"]
 # Many daemons in one loop (two full racks or more): slower heartbeats keep the CPU they cost
 # reasonable (docs/simulated-imex.md measures both).
 _MANY_DAEMONS = 36
-THREADS_PER_NODE = 2
+# Per node: the health monitor's NVML event wait and its readings, and the event waits of the
+# node's device plugin and GPU DRA driver.
+THREADS_PER_NODE = 4
 """Worker threads a hosted node's services may block at once (NVML event wait, NVML reads)."""
 _RELAXED_TIMING = Timing(heartbeat_interval=1.0, heartbeat_timeout=3.0)
 
@@ -525,9 +527,10 @@ class NodeHost:
     async def run(self) -> None:
         """Follow the power state and run every node's services, until cancelled."""
         # Each hosted service expects a process of its own: a health monitor keeps one thread
-        # in NVML's event wait and reads NVML in another. With asyncio's default executor
-        # (min(32, cores + 4) threads) 72 nodes would queue for 6 threads, and an XID or a
-        # reading would wait for other nodes' event waits to time out first.
+        # in NVML's event wait and reads NVML in another, and the node's device plugin and GPU
+        # DRA driver each keep one in an event wait (THREADS_PER_NODE). With fewer threads, an
+        # XID or a reading would wait for other nodes' event waits to time out first (asyncio's
+        # default executor, min(32, cores + 4) threads, would give 72 nodes 6).
         asyncio.get_running_loop().set_default_executor(
             ThreadPoolExecutor(
                 max_workers=THREADS_PER_NODE * len(self._nodes) + 4,
