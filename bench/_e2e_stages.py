@@ -25,9 +25,9 @@ A stage is named by the milestone it ends at, and belongs to cdo or to the simul
 
 - ``created`` (apply -> created): kubectl, the API and the workload controller: the cluster's;
 - ``admitted``: the webhook: cdo's;
-- ``placed``: the allocator (decision, Placement write, pod write): cdo's from the moment the
-  pod's gang is whole (the run's last pod admitted); before that the pod waits for the workload
-  controller to create its gang-mates, the cluster's;
+- ``placed``: the allocator (its decision, the Placement write, the pod write): cdo's. It
+  reserves the whole gang as soon as the gang's first pod appears and pins each pod as it
+  comes, so no pod waits here for its gang-mates to be created;
 - ``bound``: the scheduler: the cluster's;
 - ``prepared``: the kubelet noticing the binding and calling the plugin, the cluster's, and the
   IMEX agent's prepare, cdo's (its ``cdo_dra_prepare_seconds`` on the pod's node, a mean of the
@@ -40,7 +40,7 @@ A stage is named by the milestone it ends at, and belongs to cdo or to the simul
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shared.crds.names import PLACEMENT_GATE
@@ -128,11 +128,10 @@ class PodStages:
         """From created to Running: the pod's own time."""
         return self.at["running"] - self.at["created"]
 
-    def cdo_s(self, gang_admitted: float) -> float:
-        """cdo's part of :attr:`life_s`: the webhook, the allocator since the gang was whole,
-        the IMEX agent's prepare."""
-        allocator = self.at["placed"] - max(self.at["admitted"], gang_admitted)
-        return self.webhook_s + max(0.0, allocator) + self.prepare_s
+    @property
+    def cdo_s(self) -> float:
+        """cdo's part of :attr:`life_s`: the webhook, the allocator, the IMEX agent's prepare."""
+        return self.webhook_s + self.stage("placed") + self.prepare_s
 
 
 def pod_stages(
@@ -162,16 +161,13 @@ def pod_stages(
     return pods
 
 
-def cdo_share_pct(runs: Iterable[Sequence[PodStages]]) -> float | None:
-    """cdo's share, in percent, of the pods' summed time from created to Running, over the
-    ``runs`` (each run's pods one gang); None without pods."""
+def cdo_share_pct(pods: Iterable[PodStages]) -> float | None:
+    """cdo's share, in percent, of the pods' summed time from created to Running; None without
+    pods."""
     cdo = total = 0.0
-    for pods in runs:
-        if not pods:
-            continue
-        gang_admitted = max(pod.at["admitted"] for pod in pods)
-        cdo += sum(pod.cdo_s(gang_admitted) for pod in pods)
-        total += sum(pod.life_s for pod in pods)
+    for pod in pods:
+        cdo += pod.cdo_s
+        total += pod.life_s
     return None if total <= 0 else 100.0 * cdo / total
 
 

@@ -55,8 +55,17 @@ time; the table counts it under ``t/o`` and marks the scenario's p50 with ``*`` 
 over the runs that finished), the RESULT line adds ``<key>_timed_out=N``, and a target is met
 only if it would be met with the timed-out runs taken as longer than any. A scenario that did
 not run (not in --scenarios, or --fault-runs/--failover-runs 0), or whose every run timed out,
-has no key in the RESULT line. A Placement without the expected slices stops the bench with
-SliceMismatchError (without the recorded move, FailoverMismatchError).
+has no key in the RESULT line. Every p50 key has its maximum beside it (``<key>_max_s``). A
+Placement without the expected slices stops the bench with SliceMismatchError (without the
+recorded move, FailoverMismatchError).
+
+Where each pod's time went (``bench/_e2e_stages.py``, read by ``bench/_e2e_stagewatch.py``): a
+watch of the scenario's pods notes when each milestone was first served (admitted with the
+placement gate, ungated, bound, its CDI ids written after NodePrepareResources, Running), the
+webhook's and the IMEX agents' histograms say how long their parts took; the table shows each
+stage's median over the pods and the slowest pod's stages, and ``cdo_share_pct`` is cdo's share
+(the webhook, the allocator, the IMEX prepare) of the seed pods' time from created to Running
+(docs/simulator.md, "Where a pod's time goes").
 
     python -m bench.e2e                                        # ./task bench: small, 1 run each
     python -m bench.e2e --size full --runs 3 --fault-runs 2    # the 4-rack figures (p50 of 3)
@@ -599,13 +608,13 @@ def report(
             lines.append(f"target {key} < {limit:.0f} s: {runs.verdict(limit)} ({_p50_said(runs)})")
     seed = by_key.get("seed")
     seed_share = next(
-        (cdo_share_pct(s.pods) for s in samples if s.scenario.key == "seed" and s.pods), None
+        (cdo_share_pct(s.breakdown.pods) for s in samples if s.scenario.key == "seed"), None
     )
     if seed_share is not None:
         lines.append(
             f"cdo's share of the seed pods' time from created to Running: {seed_share:.0f} % "
-            "(the webhook, the allocator once the gang is whole, the IMEX prepare; the rest is "
-            "the simulated cluster's)"
+            "(the webhook, the allocator, the IMEX prepare; the rest is the simulated "
+            "cluster's)"
         )
     if outage is not None:
         lines.append(

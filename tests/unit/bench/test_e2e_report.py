@@ -221,7 +221,7 @@ def test_the_seed_scenario_reports_cdos_share_and_the_stages_of_its_slowest_pod(
     lines = report([samples], None, nodes=36, bringup_s=7)
     figures = result(lines)
     # cdo: webhook 0.01 + allocator 0.3 + prepare 0.05 of 0.71 and 1.21 s from created.
-    assert figures["cdo_share_pct"] == f"{100 * 0.72 / 1.92:.0f}"
+    assert figures["cdo_share_pct"] == f"{100 * 0.72 / 1.92:.0f}" == "38"
     (slowest,) = [line for line in lines if line.startswith("  slowest pod")]
     stages = ["0.19", "0.01", "0.30", "0.10", "0.70", "0.10", "0.05", "1.40"]
     assert slowest.split()[2:] == [*stages, "p", "on", "n"]

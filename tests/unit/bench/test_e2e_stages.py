@@ -139,13 +139,10 @@ def test_an_empty_breakdown_has_no_figures() -> None:
     assert breakdown_rows("x", breakdown)[1].split() == ["p50", "of", "pods", "0"] + ["-"] * 8
 
 
-def test_cdos_share_counts_the_webhook_the_allocator_after_the_gang_and_the_prepare() -> None:
+def test_cdos_share_counts_the_webhook_the_allocator_and_the_prepare() -> None:
     a, b = sorted(stages(), key=lambda p: p.name)
-    # The gang was whole when b was admitted (0.5): a's wait before that is the workload
-    # controller's, not the allocator's.
-    assert a.cdo_s(gang_admitted=0.5) == pytest.approx(0.05 + 0.3 + 0.1)
-    assert b.cdo_s(gang_admitted=0.5) == pytest.approx(0.05 + 0.3 + 0.5)
-    share = cdo_share_pct([[a, b]])
-    assert share == pytest.approx(100 * (0.45 + 0.85) / (a.life_s + b.life_s))
+    assert a.cdo_s == pytest.approx(0.05 + 0.6 + 0.1)
+    assert b.cdo_s == pytest.approx(0.05 + 0.3 + 0.5)
+    share = cdo_share_pct([a, b])
+    assert share == pytest.approx(100 * (0.75 + 0.85) / (a.life_s + b.life_s))
     assert cdo_share_pct([]) is None
-    assert cdo_share_pct([[]]) is None
