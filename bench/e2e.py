@@ -56,8 +56,17 @@ time; the table counts it under ``t/o`` and marks the scenario's p50 with ``*`` 
 over the runs that finished), the RESULT line adds ``<key>_timed_out=N``, and a target is met
 only if it would be met with the timed-out runs taken as longer than any. A scenario that did
 not run (not in --scenarios, or --fault-runs/--failover-runs 0), or whose every run timed out,
-has no key in the RESULT line. A Placement without the expected slices stops the bench with
-SliceMismatchError (without the recorded move, FailoverMismatchError).
+has no key in the RESULT line. Every p50 key has its maximum beside it (``<key>_max_s``). A
+Placement without the expected slices stops the bench with SliceMismatchError (without the
+recorded move, FailoverMismatchError).
+
+Where each pod's time went (``bench/_e2e_stages.py``, read by ``bench/_e2e_stagewatch.py``): a
+watch of the scenario's pods notes when each milestone was first served (admitted with the
+placement gate, ungated, bound, its CDI ids written after NodePrepareResources, Running), the
+webhook's and the IMEX agents' histograms say how long their parts took; the table shows each
+stage's median over the pods and the slowest pod's stages, and ``cdo_share_pct`` is cdo's share
+(the webhook, the allocator, the IMEX prepare) of the seed pods' time from created to Running
+(docs/simulator.md, "Where a pod's time goes").
 
     python -m bench.e2e                                        # ./task bench: small, 1 run each
     python -m bench.e2e --size full --runs 3 --fault-runs 2    # the 4-rack figures (p50 of 3)
@@ -96,6 +105,15 @@ from bench._e2e_outage import (
     stop_nats,
 )
 from bench._e2e_probe import Look, check_slices, done, look, placements_in, poll
+from bench._e2e_stages import (
+    STAGE_HEADER,
+    Breakdown,
+    PodStages,
+    breakdown_rows,
+    cdo_share_pct,
+    pod_stages,
+)
+from bench._e2e_stagewatch import PodWatch, read_timings
 from bench._e2e_workloads import (
     FAILOVER_GRACE_S,
     Scenario,
@@ -152,6 +170,20 @@ class Samples:
     scenario: Scenario
     runs: Runs = field(default_factory=Runs)
     """Seconds of the runs that finished; those that timed out only counted."""
+    pods: list[list[PodStages]] = field(default_factory=list)
+    """The stages of each finished run's pods (:mod:`bench._e2e_stages`)."""
+
+    @property
+    def breakdown(self) -> Breakdown:
+        return Breakdown(tuple(pod for run in self.pods for pod in run))
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One timed apply: seconds to done, and the stages of its pods."""
+
+    seconds: float
+    pods: list[PodStages]
 
 
 class Bench:
@@ -186,9 +218,12 @@ class Bench:
         await self.kubectl("apply", "-f", str(namespace))
         return self.write(scenario)
 
-    async def apply_until_done(self, scenario: Scenario, manifest: Path, timeout_s: float) -> float:
-        """Seconds from starting ``kubectl apply`` until the scenario is done; then, untimed,
-        SliceMismatchError unless its Placement has the slices it expects."""
+    async def apply_until_done(
+        self, scenario: Scenario, manifest: Path, timeout_s: float
+    ) -> Applied:
+        """Seconds from starting ``kubectl apply`` until the scenario is done, and the stages
+        of its pods (a watch of them meanwhile); then, untimed, SliceMismatchError unless its
+        Placement has the slices it expects."""
         last = "nothing seen yet"
 
         async def probe() -> Look | None:
@@ -197,12 +232,21 @@ class Bench:
             last = seen.summary(scenario)
             return seen if done(scenario, seen) else None
 
-        started = time.perf_counter()
-        await self.kubectl("apply", "-f", str(manifest))
-        seen, _ = await poll(probe, timeout_s=timeout_s, what=lambda: f"{scenario.key}: {last}")
-        seconds = time.perf_counter() - started
+        before = await asyncio.to_thread(read_timings, self.state_dir)
+        async with PodWatch(self.client, scenario.namespace) as watch:
+            started = time.perf_counter()
+            await self.kubectl("apply", "-f", str(manifest))
+            seen, _ = await poll(probe, timeout_s=timeout_s, what=lambda: f"{scenario.key}: {last}")
+            seconds = time.perf_counter() - started
+        after = await asyncio.to_thread(read_timings, self.state_dir)
         await check_slices(self.client, scenario, seen)
-        return seconds
+        pods = pod_stages(
+            watch.sightings,
+            origin=started,
+            webhook_s=after.webhook_mean_since(before),
+            prepare_s=after.prepare_means_since(before),
+        )
+        return Applied(seconds, pods)
 
     async def delete(self, scenario: Scenario, manifest: Path, timeout_s: float) -> None:
         """Delete the scenario and wait until its pods, domains and Placements are gone."""
@@ -239,13 +283,20 @@ async def measure(
         if before_run is not None:
             await before_run(run)
         try:
-            seconds = await bench.apply_until_done(scenario, manifest, timeout_s)
+            applied = await bench.apply_until_done(scenario, manifest, timeout_s)
         except TimeoutError as exc:
             samples.runs.timeouts += 1
             say(f"  {scenario.key} run {run}/{runs}: timed out: {exc}")
         else:
-            samples.runs.seconds.append(seconds)
-            say(f"  {scenario.key} run {run}/{runs}: {seconds:.2f} s")
+            samples.runs.seconds.append(applied.seconds)
+            samples.pods.append(applied.pods)
+            slowest = Breakdown(tuple(applied.pods)).slowest
+            tail = (
+                ""
+                if slowest is None
+                else (f"; slowest pod {slowest.name} Running at {slowest.to_running_s:.2f} s")
+            )
+            say(f"  {scenario.key} run {run}/{runs}: {applied.seconds:.2f} s{tail}")
         await bench.delete(scenario, manifest, timeout_s)
     return samples
 
@@ -431,12 +482,45 @@ def _p50_said(runs: Runs) -> str:
     return said
 
 
+def max_key(result_key: str) -> str:
+    """The RESULT key of the maximum beside a p50's: ``seed_p50_s`` -> ``seed_max_s``,
+    ``failover_s`` -> ``failover_max_s``."""
+    stem = result_key.removesuffix("_s").removesuffix("_p50")
+    return f"{stem}_max_s"
+
+
 def _timed(result_key: str, key: str, runs: Runs | None) -> list[tuple[str, str | int | None]]:
-    """A scenario's RESULT figures: its p50 over the finished runs and, when runs timed out, how
-    many; nothing for a scenario that did not run."""
+    """A scenario's RESULT figures: its p50 and its maximum over the finished runs and, when
+    runs timed out, how many; nothing for a scenario that did not run."""
     if runs is None:
         return []
-    return [(result_key, fixed(runs.p50, 2)), (f"{key}_timed_out", runs.timeouts or None)]
+    return [
+        (result_key, fixed(runs.p50, 2)),
+        (max_key(result_key), fixed(runs.high, 2)),
+        (f"{key}_timed_out", runs.timeouts or None),
+    ]
+
+
+def stage_lines(samples: list[Samples]) -> list[str]:
+    """The stage breakdown of every scenario whose pods were watched to Running: each stage's
+    median over the pods and the slowest pod's stages (:mod:`bench._e2e_stages`)."""
+    rows = [
+        row
+        for sample in samples
+        if sample.breakdown.pods
+        for row in breakdown_rows(sample.scenario.title, sample.breakdown)
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "where each pod's time went, from kubectl apply to Running (s): each column the stage "
+        "that ends there: created (kubectl, the workload controller), admitted (the webhook), "
+        "placed (the allocator), bound (the scheduler), prepared (the kubelet and the IMEX "
+        "prepare, which (IMEX) shows), running (the kubelet)",
+        STAGE_HEADER,
+        *rows,
+    ]
 
 
 def report(
@@ -488,6 +572,7 @@ def report(
                 target=f"< {FAILOVER_TARGET_S:.0f} s",
             )
         )
+    lines += stage_lines([*samples, *([outage.samples] if outage is not None else [])])
     lines.append("")
     every = [s.runs for s in samples]
     every += [outage.samples.runs] if outage is not None else []
@@ -524,6 +609,15 @@ def report(
             runs = by_key[key]
             lines.append(f"target {key} < {limit:.0f} s: {runs.verdict(limit)} ({_p50_said(runs)})")
     seed = by_key.get("seed")
+    seed_share = next(
+        (cdo_share_pct(s.breakdown.pods) for s in samples if s.scenario.key == "seed"), None
+    )
+    if seed_share is not None:
+        lines.append(
+            f"cdo's share of the seed pods' time from created to Running: {seed_share:.0f} % "
+            "(the webhook, the allocator, the IMEX prepare; the rest is the simulated "
+            "cluster's)"
+        )
     if outage is not None:
         lines.append(
             f"nats-outage: the control plane restarted without NATS; pods refused while NATS was "
@@ -546,6 +640,7 @@ def report(
             f"{runs.verdict(FAILOVER_TARGET_S)} ({_p50_said(runs)})"
         )
     figures = _timed("seed_p50_s", "seed", seed)
+    figures += [("cdo_share_pct", fixed(seed_share, 0))]
     figures += _timed("gpu72_p50_s", "gpu72", by_key.get("gpu72"))
     for key in sorted(k for k in by_key if k.startswith("slices")):
         figures += _timed(f"{key}_p50_s", key, by_key[key])

@@ -24,6 +24,12 @@ class AllocatorMetrics:
             ["webhook", "result"],
             registry=r,
         )
+        self.admission_seconds = Histogram(
+            "cdo_admission_seconds",
+            "Time to answer one pod AdmissionReview (decode, caches or API, answer).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.conversions = Counter(
             "cdo_conversions",
             "ComputeDomain ConversionReviews answered, by result (converted, refused, error).",

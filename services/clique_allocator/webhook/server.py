@@ -100,12 +100,13 @@ class WebhookServer:
         self._metrics.admissions.labels(WEBHOOK, result).inc()
 
     async def handle(self, request: web.Request) -> web.Response:
-        try:
-            review = decode_review(await request.read())
-        except ReviewError as exc:
-            self._count("error")
-            return web.Response(status=400, text=str(exc))
-        return web.Response(body=await self.admit(review), content_type=_JSON)
+        with self._metrics.admission_seconds.time():
+            try:
+                review = decode_review(await request.read())
+            except ReviewError as exc:
+                self._count("error")
+                return web.Response(status=400, text=str(exc))
+            return web.Response(body=await self.admit(review), content_type=_JSON)
 
     async def review_allocation(self, request: web.Request) -> web.Response:
         """``POST /validate-channel-allocations``: a write of a claim's status that holds one

@@ -28,6 +28,8 @@ async def test_only_pods_with_a_domains_claim_template_are_gated(
     domain_pod = await api.create_pod("domain-pod", template="train-rct")
     assert gated(domain_pod)
     assert await admissions(allocator, "gated") == 1
+    # Every review answered is timed: bench.e2e reads the webhook's stage from it.
+    assert await allocator.counter("cdo_admission_seconds_count") == 1
 
     sent = await admissions(allocator)
     no_claims = await api.create_pod("no-claims")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bench._e2e_failover import Failover
 from bench._e2e_fault import Recovery
+from bench._e2e_stages import PodStages
 from bench._e2e_workloads import seed
 from bench._report import Runs
 from bench.e2e import (
@@ -14,6 +15,7 @@ from bench.e2e import (
     FaultResults,
     OutageResults,
     Samples,
+    max_key,
     report,
     scenarios,
 )
@@ -52,11 +54,13 @@ def test_every_scenario_that_ran_has_its_keys_in_order() -> None:
         outage=OutageResults(samples=Samples(seed(), Runs([3.0])), refused_pods=0),
     )
     assert lines[-1] == (
-        "RESULT seed_p50_s=2.10 gpu72_p50_s=3.00 slices256_p50_s=8.50 "
-        "whole_cluster_p50_s=5.00 fault_recovered_s=0.80 imex_restarts=0 "
-        "imex_restarts_faulted_nodes=1 failover_s=2.20 failover_grace_s=5 "
-        "failover_imex_restarts=0 lws_groups_ready_p50_s=2.80 "
-        "nats_outage_ready_p50_s=3.00 nats_outage_refused_pods=0"
+        "RESULT seed_p50_s=2.10 seed_max_s=2.50 gpu72_p50_s=3.00 gpu72_max_s=3.00 "
+        "slices256_p50_s=8.50 slices256_max_s=9.00 whole_cluster_p50_s=5.00 "
+        "whole_cluster_max_s=6.00 fault_recovered_s=0.80 fault_recovered_max_s=0.80 "
+        "imex_restarts=0 imex_restarts_faulted_nodes=1 failover_s=2.20 failover_max_s=2.50 "
+        "failover_grace_s=5 failover_imex_restarts=0 lws_groups_ready_p50_s=2.80 "
+        "lws_groups_ready_max_s=2.80 nats_outage_ready_p50_s=3.00 nats_outage_ready_max_s=3.00 "
+        "nats_outage_refused_pods=0"
     )
     assert lines[1] == (
         "fault timings: CDO_HEALTH_XID_LATCH_S=6, CDO_HEALTH_HOLD_DOWN_S=3, "
@@ -90,7 +94,7 @@ def test_the_published_anchor_is_in_the_table_with_its_source_and_not_in_the_res
 
 def test_a_scenario_that_did_not_run_has_no_key() -> None:
     lines = report([Samples(seed(), Runs([1.2]))], None, nodes=36, bringup_s=7)
-    assert result(lines) == {"seed_p50_s": "1.20"}
+    assert result(lines) == {"seed_p50_s": "1.20", "seed_max_s": "1.20"}
     assert not [line for line in lines if line.startswith(("fault", "failover", "IMEX daemon"))]
     nothing = report([], None, nodes=36, bringup_s=7)
     assert nothing[-1] == "RESULT "
@@ -109,6 +113,7 @@ def test_the_fault_scenario_reports_its_restarts_only_when_it_ran() -> None:
     )
     assert result(ran) == {
         "fault_recovered_s": "0.90",
+        "fault_recovered_max_s": "0.90",
         "imex_restarts": "0",
         "imex_restarts_faulted_nodes": "0",
     }
@@ -120,7 +125,11 @@ def test_a_timed_out_run_is_marked_and_in_no_figure() -> None:
         [Samples(built["slices"], Runs([9.0, 8.0], timeouts=1))], None, nodes=72, bringup_s=48
     )
     # The p50 of the two finished runs, not of 9, 8 and the timeout.
-    assert result(lines) == {"slices256_p50_s": "8.50", "slices256_timed_out": "1"}
+    assert result(lines) == {
+        "slices256_p50_s": "8.50",
+        "slices256_max_s": "9.00",
+        "slices256_timed_out": "1",
+    }
     (row,) = [line for line in lines if line.startswith("(c)")]
     assert row.split()[-10:-4] == ["3", "1", "8.50*", "8.00", "9.00", "<"]
     assert any(line.startswith("*: p50, min and max over the runs that finished") for line in lines)
@@ -154,7 +163,9 @@ def test_the_nats_outage_is_held_to_one_and_a_half_times_the_seed_and_no_refused
     lines = report(
         [Samples(scenario, Runs([2.5, 1.9, 2.1]))], None, nodes=36, bringup_s=7, outage=outage
     )
-    assert lines[-1].endswith("nats_outage_ready_p50_s=3.00 nats_outage_refused_pods=0")
+    assert lines[-1].endswith(
+        "nats_outage_ready_p50_s=3.00 nats_outage_ready_max_s=3.40 nats_outage_refused_pods=0"
+    )
     assert (
         "target nats-outage <= 1.5x (a) = 3.15 s and no pod refused: met (p50 3.00 s, 0 refused)"
     ) in lines
@@ -176,3 +187,46 @@ def test_the_nats_outage_is_held_to_one_and_a_half_times_the_seed_and_no_refused
     )
     # One run of two timed out: its median is unknown beyond the finished one, so not held.
     assert any(line.startswith("target nats-outage") and "MISSED" in line for line in slow)
+
+
+def test_every_p50_key_has_its_maximum_beside_it() -> None:
+    assert max_key("seed_p50_s") == "seed_max_s"
+    assert max_key("lws_groups_ready_p50_s") == "lws_groups_ready_max_s"
+    assert max_key("fault_recovered_s") == "fault_recovered_max_s"
+    assert max_key("failover_s") == "failover_max_s"
+
+
+def seed_pods(*, running_at: float, prepared_at: float) -> list[PodStages]:
+    """One pod of the seed: admitted at 0.2, placed 0.5, bound 0.6, Running at ``running_at``."""
+    at = {
+        "created": 0.19,
+        "admitted": 0.2,
+        "placed": 0.5,
+        "bound": 0.6,
+        "prepared": prepared_at,
+        "running": running_at,
+    }
+    return [PodStages(name="p", node="n", at=at, webhook_s=0.01, prepare_s=0.05)]
+
+
+def test_the_seed_scenario_reports_cdos_share_and_the_stages_of_its_slowest_pod() -> None:
+    samples = Samples(
+        seed(),
+        Runs([1.0, 1.5]),
+        pods=[
+            seed_pods(running_at=0.9, prepared_at=0.8),
+            seed_pods(running_at=1.4, prepared_at=1.3),
+        ],
+    )
+    lines = report([samples], None, nodes=36, bringup_s=7)
+    figures = result(lines)
+    # cdo: webhook 0.01 + allocator 0.3 + prepare 0.05 of 0.71 and 1.21 s from created.
+    assert figures["cdo_share_pct"] == f"{100 * 0.72 / 1.92:.0f}" == "38"
+    (slowest,) = [line for line in lines if line.startswith("  slowest pod")]
+    stages = ["0.19", "0.01", "0.30", "0.10", "0.70", "0.10", "0.05", "1.40"]
+    assert slowest.split()[2:] == [*stages, "p", "on", "n"]
+    assert any(line.startswith("cdo's share of the seed pods' time") for line in lines)
+    # Without the pods' stages (or without the seed) there is no share.
+    assert "cdo_share_pct" not in result(
+        report([Samples(seed(), Runs([1.0]))], None, nodes=36, bringup_s=7)
+    )

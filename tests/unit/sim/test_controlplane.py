@@ -43,7 +43,7 @@ def test_a_service_gets_its_own_prefixed_settings_and_the_runtime_ones() -> None
     assert env["CDO_CLIQUE_ALLOCATOR_KUBECONFIG"] == "/state/kubeconfig"
     assert env["CDO_CLIQUE_ALLOCATOR_LEASE_NAMESPACE"] == "cdo-system"
     assert env["CDO_CLIQUE_ALLOCATOR_WEBHOOK_PORT"] == "9443"
-    assert env["CDO_CLIQUE_ALLOCATOR_LEADER_ELECTION_LEASE_DURATION_S"] == "4"
+    assert env["CDO_CLIQUE_ALLOCATOR_LEADER_ELECTION_LEASE_DURATION_S"] == "15"
 
 
 def test_with_nats_identities_a_service_connects_with_its_token_and_no_user() -> None:
