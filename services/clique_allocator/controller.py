@@ -154,6 +154,7 @@ class CliqueAllocator(LeaderElectedController):
 
     def wake_waiting(self) -> None:
         """Queue every domain that waits for capacity, oldest first."""
+        self.reconciler.wakes += 1
 
         def created(key: ObjectKey) -> str:
             domain = self.caches.domain(key)

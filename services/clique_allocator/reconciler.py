@@ -47,6 +47,7 @@ from services.clique_allocator.plan import PLACED, LimitsOf, plan_domain
 from services.clique_allocator.plan_units import plan_units
 from services.clique_allocator.planning.channelonly import ChannelRoom
 from services.clique_allocator.planning.hold import Hold
+from services.clique_allocator.planning.nextlook import next_look_s
 from services.clique_allocator.planning.outcome import Pin, Plan
 from services.clique_allocator.planning.unitrecords import unit_specs
 from services.clique_allocator.ranks import pod_rank
@@ -70,10 +71,7 @@ from shared.tracing.story import node_faults, story_annotations, story_parent, s
 
 log = logging.getLogger("cdo.clique_allocator")
 
-UNKNOWN_SIZE_RETRY_S = 1.0
 HELD_KEPT = 100_000
-EVICTION_RETRY_S = 5.0
-"""A pod a disruption budget kept from eviction is tried again after this long."""
 
 
 class StaleRecordError(Exception):
@@ -120,6 +118,10 @@ class AllocatorReconciler:
         self.waiting: set[ObjectKey] = set()
         self.wake_waiting: Callable[[], None] = lambda: None
         """Set by the owner: queue every waiting domain again."""
+        self.wakes = 0
+        """How many times capacity may have grown (the owner counts its ``wake_waiting``): a
+        domain that decided to wait is decided again at once when a wake came while it was
+        deciding, since that wake queued only the domains already waiting."""
 
     async def reconcile(self, key: ObjectKey) -> Result:
         attributes = {"cdo.domain.namespace": key.namespace, "cdo.domain.name": key.name}
@@ -148,6 +150,7 @@ class AllocatorReconciler:
         self, key: ObjectKey, domain: ComputeDomain | None, *, traced: bool
     ) -> Result:
         text = str(key)
+        wakes_seen = self.wakes  # before the pods are read: they may be stale by the decision
         pods = (
             self._caches.pods_using(key.namespace, domain.template_name)
             if domain is not None
@@ -171,7 +174,7 @@ class AllocatorReconciler:
                     reason=notice.reason,
                     message=notice.message,
                 )
-        return self._after(key, plan, evictions_refused=refused)
+        return self._after(key, plan, evictions_refused=refused, woken=self.wakes != wakes_seen)
 
     def _plan(
         self,
@@ -426,7 +429,9 @@ class AllocatorReconciler:
                     log.info("eviction refused by a disruption budget", extra={"pod": name})
         return refused
 
-    def _after(self, key: ObjectKey, plan: Plan, *, evictions_refused: bool = False) -> Result:
+    def _after(
+        self, key: ObjectKey, plan: Plan, *, evictions_refused: bool = False, woken: bool = False
+    ) -> Result:
         if plan.released:
             self.wake_waiting()
         if plan.waiting:
@@ -434,12 +439,12 @@ class AllocatorReconciler:
         else:
             self.waiting.discard(key)
         self._metrics.waiting_gangs.set(len(self.waiting))
-        if plan.unknown_size:
-            return Result(requeue_after=UNKNOWN_SIZE_RETRY_S)
-        if evictions_refused:
-            return Result(requeue_after=EVICTION_RETRY_S)
-        if plan.retry_after_s is not None:
-            return Result(requeue_after=plan.retry_after_s)
-        if plan.waiting and self._retry_waiting_s > 0:
-            return Result(requeue_after=self._retry_waiting_s)
-        return Result(requeue_after=self._resync_s) if self._resync_s > 0 else Result()
+        return Result(
+            requeue_after=next_look_s(
+                plan,
+                woken=woken,
+                evictions_refused=evictions_refused,
+                retry_waiting_s=self._retry_waiting_s,
+                resync_s=self._resync_s,
+            )
+        )
