@@ -4,9 +4,9 @@ For each size, one after another, in one run: ``cdo sim up --racks N --full-rack
 racks, docs/simulator.md#hollow-racks; the control plane with Kubernetes' default leader
 election timings, 15 s lease and 10 s renew deadline, as large clusters need), then
 
-1. **load**: Deployments of pods without GPUs, ``--pods-per-node`` per node (4.3: about 20,000
-   pods at 256 racks), until every one runs or ``--load-timeout`` passes (the pods reached are
-   the ones counted);
+1. **load**: Deployments of 100 pods without GPUs, ``--pods-per-node`` per node (4.3: about
+   20,000 pods at 256 racks; at most 3,000 per namespace, Kubernetes' threshold), until every
+   one runs or ``--load-timeout`` passes (the pods reached are the ones counted);
 2. **seeds**: ``--seeds`` domains of 18 pods x 4 GPUs, one after another, each pinned to the
    first rack (``nodeSelector`` on its ``cdo.dev/nvlink-domain``: a full rack, so the per-node
    services below do a domain's work), timed from the create to Ready with every pod Running,
@@ -16,7 +16,7 @@ election timings, 15 s lease and 10 s renew deadline, as large clusters need), t
 4. the per-node services' own metrics on every full-rack node (the node host's
    ``/nodes/<node>/metrics/<service>``): API requests (``rest_client_requests_total``) and
    watch events applied to their informers (``cdo_informer_events_total``) of the IMEX agent
-   and the health monitor of one node together, per minute, over steps 2 and 3 and
+   and the health monitor of one node together, per minute, over steps 1 to 3 and
    ``--window`` seconds at rest after them (the mean over the full-rack nodes: their own
    domains' work, and whatever of the rest of the cluster reaches them); the domain
    controller's and the allocator's RSS and CPU seconds
@@ -33,7 +33,11 @@ largest size run) and one line ``RESULT key=value ...`` with the size in each ke
 ``allocator_rss_mb_<N>``, ``allocator_cpu_s_<N>``, ``placement_p99_ms_<N>``,
 ``seed_ready_p50_s_<N>``, ``seed_ready_max_s_<N>``, ``big_domain_pods_<N>``,
 ``big_domain_ready_s_<N>``, ``controller_relist_s_<N>``, ``allocator_relist_s_<N>``,
-``relist_s_<N>`` (the slower of the two). A figure not measured has no key; seeds that timed
+``relist_s_<N>`` (the slower of the two), and from the nats-server's monitoring endpoint
+over the size's whole run ``nats_in_msgs_per_s_<N>``, ``nats_stored_msgs_<N>``,
+``nats_stored_bytes_<N>`` (JetStream) and ``nats_connections_<N>`` (hollow nodes have no NATS
+connection: these are the full racks' and the control plane's). A figure not measured has no
+key; seeds that timed
 out count in ``seed_ready_timed_out_<N>``, a big domain that did not become Ready prints
 ``big_domain_ready_timed_out_<N>=1``.
 
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import math
 import os
 import shutil
@@ -57,6 +62,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -81,8 +87,13 @@ NAMESPACE = "scale-bench"
 RACK_NODES = 18
 GPUS_PER_NODE = 4
 SEED_PODS = 18
-LOAD_DEPLOYMENT_PODS = 500
-"""Pods per load Deployment: the load is several Deployments, as many workloads are."""
+LOAD_DEPLOYMENT_PODS = 100
+"""Pods per load Deployment: the load is many Deployments, as many workloads are (one of 500
+pods overran the simulated ReplicaSet controller's 60 s reconcile at 256 racks)."""
+LOAD_NAMESPACE_PODS = 3000
+"""Pods per load namespace: Kubernetes' scalability threshold of pods per namespace
+(sig-scalability/configs-and-limits/thresholds.md)."""
+LOAD_LABEL = "cdo.dev/scale-load"
 PER_NODE_SERVICES = ("imex-agent", "health-monitor")
 CONTROL_PLANE = {"domain-controller": "controller", "clique-allocator": "allocator"}
 POLL_S = 0.5
@@ -128,6 +139,7 @@ class SizeFigures:
     big_pods: int = 0
     big_s: float | None = None
     relist_s: dict[str, float] = field(default_factory=dict)
+    nats: NatsTraffic | None = None
 
     @property
     def nodes(self) -> int:
@@ -171,6 +183,13 @@ class SizeFigures:
             out += [(f"{service}_relist_s_{n}", fixed(self.relist_s.get(service), 2))]
         slowest = max(self.relist_s.values()) if len(self.relist_s) == 2 else None
         out += [(f"relist_s_{n}", fixed(slowest, 2))]
+        if self.nats is not None:
+            out += [
+                (f"nats_in_msgs_per_s_{n}", fixed(self.nats.in_msgs_per_s, 2)),
+                (f"nats_stored_msgs_{n}", str(self.nats.stored_msgs)),
+                (f"nats_stored_bytes_{n}", str(self.nats.stored_bytes)),
+                (f"nats_connections_{n}", str(self.nats.connections)),
+            ]
         return out
 
 
@@ -326,16 +345,22 @@ def per_node_per_min(before: NodeCounts, after: NodeCounts) -> tuple[float, floa
 # -- the workloads -----------------------------------------------------------------------------
 
 
-def load_deployments(pods: int) -> Iterator[dict[str, object]]:
-    """Deployments of pods without GPUs, ``LOAD_DEPLOYMENT_PODS`` each, ``pods`` in all."""
+def load_deployments(pods: int) -> Iterator[dict[str, Any]]:
+    """Deployments of pods without GPUs, ``LOAD_DEPLOYMENT_PODS`` each, ``pods`` in all, in
+    namespaces ``scale-load-<k>`` of at most ``LOAD_NAMESPACE_PODS`` pods each."""
     index = 0
+    per_namespace = LOAD_NAMESPACE_PODS // LOAD_DEPLOYMENT_PODS
     while pods > 0:
         replicas = min(pods, LOAD_DEPLOYMENT_PODS)
         name = f"load-{index}"
         yield {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {
+                "name": name,
+                "namespace": f"scale-load-{index // per_namespace}",
+                "labels": {LOAD_LABEL: "true"},
+            },
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": {"app": name}},
@@ -370,17 +395,22 @@ class _Deployments(msgspec.Struct):
 
 
 async def _ready_load_pods(client: KubeClient) -> int:
-    listed = msgspec.json.decode(
-        await client.list(DEPLOYMENTS, namespace=NAMESPACE), type=_Deployments
-    )
+    raw = await client.list(DEPLOYMENTS, label_selector=f"{LOAD_LABEL}=true")
+    listed = msgspec.json.decode(raw, type=_Deployments)
     return sum(item.status.readyReplicas for item in listed.items)
 
 
 async def load(client: KubeClient, pods: int, *, timeout_s: float) -> tuple[int, float]:
     """Create the load and wait until it all runs (or the timeout): pods running, seconds."""
     started = time.monotonic()
+    namespaces: set[str] = set()
     for deployment in load_deployments(pods):
-        await client.create(DEPLOYMENTS, deployment, namespace=NAMESPACE)
+        namespace = deployment["metadata"]["namespace"]
+        if namespace not in namespaces:
+            namespaces.add(namespace)
+            manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            await client.create(NAMESPACES, manifest)
+        await client.create(DEPLOYMENTS, deployment, namespace=namespace)
     running = 0
     while time.monotonic() - started < timeout_s:
         running = await _ready_load_pods(client)
@@ -438,6 +468,61 @@ async def _until(condition: Callable[[], Awaitable[bool]], *, timeout_s: float) 
             return False
         await asyncio.sleep(POLL_S)
     return True
+
+
+# -- NATS ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NatsTraffic:
+    """What the system's nats-server saw from its start (its monitoring endpoint: ``/varz``
+    and ``/jsz``): messages in, what JetStream stores, connections."""
+
+    uptime_s: float
+    in_msgs: int
+    in_bytes: int
+    stored_msgs: int
+    stored_bytes: int
+    connections: int
+
+    @property
+    def in_msgs_per_s(self) -> float:
+        return self.in_msgs / self.uptime_s
+
+
+class _Varz(msgspec.Struct):
+    start: str
+    now: str
+    in_msgs: int
+    in_bytes: int
+    connections: int
+
+
+class _Jsz(msgspec.Struct):
+    messages: int = 0
+    bytes: int = 0
+
+
+def nats_traffic(state_dir: Path) -> NatsTraffic | None:
+    """The nats-server's counters; None when it serves no monitoring port."""
+    pid = processes(state_dir).get("nats")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if pid else []
+    if b"--http_port" not in argv:
+        return None
+    base = f"http://127.0.0.1:{int(argv[argv.index(b'--http_port') + 1])}"
+    with urllib.request.urlopen(base + "/varz", timeout=10) as response:
+        varz = msgspec.json.decode(response.read(), type=_Varz)
+    with urllib.request.urlopen(base + "/jsz", timeout=10) as response:
+        jsz = msgspec.json.decode(response.read(), type=_Jsz)
+    uptime = dt.datetime.fromisoformat(varz.now) - dt.datetime.fromisoformat(varz.start)
+    return NatsTraffic(
+        uptime_s=uptime.total_seconds(),
+        in_msgs=varz.in_msgs,
+        in_bytes=varz.in_bytes,
+        stored_msgs=jsz.messages,
+        stored_bytes=jsz.bytes,
+        connections=varz.connections,
+    )
 
 
 # -- the control plane -------------------------------------------------------------------------
@@ -519,10 +604,10 @@ async def _loaded_figures(
         await client.create(
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
+        before = await asyncio.to_thread(node_counts, state_dir, options.full_racks)
         wanted = round(row.nodes * options.pods_per_node)
         row.pods, row.load_s = await load(client, wanted, timeout_s=options.load_timeout_s)
         say(f"  load: {row.pods} of {wanted} pods running after {row.load_s:.0f} s")
-        before = await asyncio.to_thread(node_counts, state_dir, options.full_racks)
         for index in range(options.seeds):
             seconds = await time_domain(
                 client, f"seed-{index}", pods=SEED_PODS, rack="rack-0", timeout_s=options.timeout_s
@@ -573,6 +658,13 @@ def measure(racks: int, options: Options, *, say: Say) -> SizeFigures:
         row.rss_mb, row.cpu_s = control_plane_usage(state_dir)
         row.placement_p99_ms, decisions = placement_p99_ms(state_dir)
         say(f"  placement p99 over {decisions} decisions")
+        row.nats = nats_traffic(state_dir)
+        if row.nats is not None:
+            say(
+                f"  NATS: {row.nats.in_msgs} messages in ({row.nats.in_bytes} B) over "
+                f"{row.nats.uptime_s:.0f} s, {row.nats.connections} connections; JetStream "
+                f"holds {row.nats.stored_msgs} messages, {row.nats.stored_bytes} B"
+            )
         row.relist_s = relist(state_dir, timeout_s=options.timeout_s)
         say(f"  relist: {', '.join(f'{k} {v:.1f} s' for k, v in row.relist_s.items())}")
     finally:
@@ -581,10 +673,31 @@ def measure(racks: int, options: Options, *, say: Say) -> SizeFigures:
     return row
 
 
-def run(sizes: Sequence[int], options: Options, *, say: Say) -> list[SizeFigures]:
+PROFILED = ("services.clique_allocator", "services.domain_controller", "sim.kubeapi")
+PROFILING_PATH = Path(__file__).parent / "_profiling"
+
+
+def profile_into(directory: Path) -> None:
+    """Profile the allocator, the domain controller and the API emulator of the systems
+    started from now on: ``<directory>/<module>-<pid>.pstats`` each (bench/_profiling/)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ["CDO_PROFILE_DIR"] = str(directory)
+    os.environ["CDO_PROFILE_MODULES"] = ",".join(PROFILED)
+    path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROFILING_PATH), path) if p)
+
+
+def run(
+    sizes: Sequence[int], options: Options, *, say: Say, profile: Path | None = None
+) -> list[SizeFigures]:
     for key, value in LEADER_ELECTION_ENV.items():
         os.environ.setdefault(key, value)
-    return [measure(racks, options, say=say) for racks in sizes]
+    rows = []
+    for racks in sizes:
+        if profile is not None:
+            profile_into(profile / str(racks))
+        rows.append(measure(racks, options, say=say))
+    return rows
 
 
 def main() -> None:
@@ -599,6 +712,12 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=Options.timeout_s, help="per domain, s")
     parser.add_argument("--load-timeout", type=float, default=Options.load_timeout_s)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="cProfile the allocator, the domain controller and the API emulator into "
+        "DIR/<racks>/ (slower: not for the figures)",
+    )
     args = parser.parse_args()
     options = Options(
         full_racks=args.full_racks,
@@ -611,7 +730,7 @@ def main() -> None:
     )
     sizes = [int(size) for size in args.racks.split(",")]
     say = lambda line: print(line, flush=True)  # noqa: E731
-    rows = run(sizes, options, say=say)
+    rows = run(sizes, options, say=say, profile=args.profile)
     load1, load5, _ = os.getloadavg()
     print()
     print(

@@ -29,6 +29,10 @@ KEYS = (
     "controller_relist_s",
     "allocator_relist_s",
     "relist_s",
+    "nats_in_msgs_per_s",
+    "nats_stored_msgs",
+    "nats_stored_bytes",
+    "nats_connections",
 )
 
 
