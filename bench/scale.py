@@ -704,6 +704,8 @@ def run(
         if profile is not None:
             profile_into(profile / str(racks))
         rows.append(measure(racks, options, say=say))
+        # Each size's row as soon as it is measured: a run stopped later still has it.
+        say("  " + table(rows)[-1].strip())
     return rows
 
 
