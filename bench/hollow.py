@@ -78,12 +78,12 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def _cpu_ticks(pid: int) -> int:
+def cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def _rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
@@ -92,31 +92,34 @@ def _rss_mb(pid: int) -> float:
 
 def usage(pids: dict[str, int], window_s: float) -> dict[str, tuple[float, float]]:
     """Each process's RSS (MB) at the end and CPU share (% of one core) over the window."""
-    before = {name: _cpu_ticks(pid) for name, pid in pids.items()}
+    before = {name: cpu_ticks(pid) for name, pid in pids.items()}
     time.sleep(window_s)
     return {
-        name: (_rss_mb(pid), 100 * (_cpu_ticks(pid) - before[name]) / CLK_TCK / window_s)
+        name: (rss_mb(pid), 100 * (cpu_ticks(pid) - before[name]) / CLK_TCK / window_s)
         for name, pid in pids.items()
     }
 
 
-async def _nvlink_domain(client: KubeClient, node: str) -> str:
+async def nvlink_domain(client: KubeClient, node: str) -> str:
     decoded = msgspec.json.decode(await client.get(NODES, node), type=Node)
     return decoded.metadata.labels[NVLINK_DOMAIN_LABEL]
 
 
-async def _ready(client: KubeClient, name: str) -> bool:
-    raw = await client.get_or_none(COMPUTE_DOMAINS, name, namespace=NAMESPACE)
+async def domain_ready(
+    client: KubeClient, name: str, *, namespace: str = NAMESPACE, pods: int = PODS_PER_DOMAIN
+) -> bool:
+    """The domain is Ready and its ``pods`` pods (label ``app=<name>``) are all Running."""
+    raw = await client.get_or_none(COMPUTE_DOMAINS, name, namespace=namespace)
     if raw is None:
         return False
     domain = msgspec.json.decode(raw, type=ComputeDomain)
     if domain.status.status != "Ready":
         return False
-    pods = msgspec.json.decode(
-        await client.list(PODS, namespace=NAMESPACE, label_selector=f"app={name}"),
+    found = msgspec.json.decode(
+        await client.list(PODS, namespace=namespace, label_selector=f"app={name}"),
         type=_Pods,
     ).items
-    return len(pods) == PODS_PER_DOMAIN and all(p.status.phase == "Running" for p in pods)
+    return len(found) == pods and all(p.status.phase == "Running" for p in found)
 
 
 class _Pods(msgspec.Struct):
@@ -141,13 +144,13 @@ async def time_domains(
             deployment = gpu_deployment(
                 name, NAMESPACE, domain=name, replicas=PODS_PER_DOMAIN, gpus_per_pod=GPUS_PER_POD
             )
-            selector = {NVLINK_DOMAIN_LABEL: await _nvlink_domain(client, f"{rack}-tray00")}
+            selector = {NVLINK_DOMAIN_LABEL: await nvlink_domain(client, f"{rack}-tray00")}
             deployment["spec"]["template"]["spec"]["nodeSelector"] = selector
             await client.create(DEPLOYMENTS, deployment, namespace=NAMESPACE)
         times: dict[str, float | None] = dict.fromkeys(racks)
         while any(t is None for t in times.values()) and time.monotonic() - started < timeout_s:
             for name in racks:
-                if times[name] is None and await _ready(client, name):
+                if times[name] is None and await domain_ready(client, name):
                     times[name] = time.monotonic() - started
             await asyncio.sleep(0.5)
         return times

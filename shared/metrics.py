@@ -220,6 +220,15 @@ class Metrics:
             ["name"],
             registry=r,
         )
+        # API requests (shared/kube/client.py), named as client-go's rest client metric; a
+        # watch counts once, when it opens (its events are the informers' counters below).
+        self.api_requests = Counter(
+            "rest_client_requests",
+            "Requests made to the Kubernetes API server, by method and HTTP status code (0: no "
+            "answer).",
+            ["method", "code"],
+            registry=r,
+        )
         # Informers (shared/kube/informer.py); the label is the resource's plural.
         self.informer_events = Counter(
             "cdo_informer_events",

@@ -55,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def setup(ctx: ServiceContext) -> None:
         client = await KubeClient.connect_to(source, request_timeout_s=service.request_timeout_s)
+        client.count_requests(ctx.metrics)
         ctx.supervisor.on_shutdown("close kube client", client.close, phase="final")
         ctx.metrics_access.use(client)
         recorder = (

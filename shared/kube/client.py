@@ -20,7 +20,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 from kubernetes_asyncio import client as k8s
@@ -31,6 +31,9 @@ from shared.kube import kubeconfig as kubeconfig_files
 from shared.kube.errors import KubeApiError
 from shared.kube.kubeconfig import ClusterSource
 from shared.kube.resources import Resource
+
+if TYPE_CHECKING:
+    from shared.metrics import Metrics
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
 _PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -58,6 +61,7 @@ class KubeClient:
         self._api = api
         self._timeout = request_timeout_s
         self._lease_left = lease_left
+        self._metrics: Metrics | None = None
         _skip_env_lookups_when_unused(api)
 
     @classmethod
@@ -109,7 +113,15 @@ class KubeClient:
         """This client, for a leader's writes: each write is refused once ``lease_left()`` is
         no longer positive and times out when it ends (the module docstring). It shares this
         client's connections; close this client, not the view."""
-        return KubeClient(self._api, request_timeout_s=self._timeout, lease_left=lease_left)
+        view = KubeClient(self._api, request_timeout_s=self._timeout, lease_left=lease_left)
+        view._metrics = self._metrics
+        return view
+
+    def count_requests(self, metrics: Metrics) -> None:
+        """Count every request from now on in ``metrics`` (``rest_client_requests_total`` by
+        method and status code): what a service asks of the API server, per minute on a
+        dashboard. The client's fenced views count in the same place."""
+        self._metrics = metrics
 
     @property
     def api_client(self) -> k8s.ApiClient:
@@ -153,9 +165,11 @@ class KubeClient:
                 _request_timeout=timeout,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self._count(method, 0)
             raise KubeApiError(
                 code=0, reason="Unreachable", message=f"{method} {path}: {exc!r}"
             ) from exc
+        self._count(method, response.status)
         if response.status >= 300:
             body_bytes = await response.read()
             response.release()
@@ -166,6 +180,10 @@ class KubeClient:
                 what=f"{method} {path}",
             )
         return response
+
+    def _count(self, method: str, code: int) -> None:
+        if self._metrics is not None:
+            self._metrics.api_requests.labels(method, str(code)).inc()
 
     async def request(
         self,

@@ -75,6 +75,7 @@ def kube_service_main(
 
     async def setup(ctx: ServiceContext) -> None:
         client = await KubeClient.connect_to(source, request_timeout_s=settings.request_timeout_s)
+        client.count_requests(ctx.metrics)
         ctx.metrics_access.use(client)
         if requires_dra:
             # Unready while discovery has not answered: the service's own checks come later.

@@ -74,6 +74,8 @@ class ControlPlaneService(msgspec.Struct, frozen=True, kw_only=True):
     pid: int
     probe_url: str
     restarts: int = 0
+    started_at: float = 0.0
+    """When this process started (``time.time()``)."""
 
 
 class ControlPlaneFile(msgspec.Struct, frozen=True, kw_only=True):

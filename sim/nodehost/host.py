@@ -358,8 +358,8 @@ class HostedNode:
         services = context.services
         metrics = {service: Metrics(service=service) for service in SERVICES}
         async with contextlib.AsyncExitStack() as stack:
-            agent_client = await self._client(stack, IMEX_AGENT_SA)
-            monitor_client = await self._client(stack, HEALTH_MONITOR_SA)
+            agent_client = await self._client(stack, IMEX_AGENT_SA, metrics[AGENT])
+            monitor_client = await self._client(stack, HEALTH_MONITOR_SA, metrics[MONITOR])
             agent_bus = await self._bus(
                 stack, AGENT, IMEX_AGENT_SA, metrics[AGENT], context.tracers.agent
             )
@@ -419,12 +419,17 @@ class HostedNode:
                 log.info("node services running", extra={"node": self.name})
         raise _SessionEndedError(f"the services of {self.name} returned")
 
-    async def _client(self, stack: contextlib.AsyncExitStack, account: str) -> KubeClient:
-        """A client acting as ``account`` bound to this node, or the host's shared one."""
+    async def _client(
+        self, stack: contextlib.AsyncExitStack, account: str, metrics: Metrics
+    ) -> KubeClient:
+        """A client acting as ``account`` bound to this node, its requests counted in the
+        service's ``metrics``; or the host's shared one (whose requests nobody counts: they
+        are every node's)."""
         identities = self._context.identities
         if identities is None:
             return self._context.client
         client = await identities.client(account, self.name)
+        client.count_requests(metrics)
         stack.push_async_callback(client.close)
         return client
 
