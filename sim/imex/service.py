@@ -399,7 +399,12 @@ class ImexDaemon:
         """A listener's callback: keeps each connection as asyncio makes it, then serves it."""
 
         def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Awaitable[None]:
-            self._accepted.add(writer)
+            if self.state is DaemonState.SHUTTING_DOWN:
+                # Accepted as the daemon stops, possibly after it closed what it had accepted:
+                # closed here, since the handler's task may never run before the loop ends.
+                writer.close()
+            else:
+                self._accepted.add(writer)
             return self._served(serve, reader, writer)
 
         return accepted
