@@ -35,6 +35,7 @@ import aiohttp
 import msgspec
 import yaml
 
+from bench._kubeapi_client import post_all as post_every
 from bench._report import fixed, measure_table, result_line
 from shared.crds import COMPUTE_DOMAINS, install_crds
 from shared.kube.client import KubeClient
@@ -173,27 +174,9 @@ async def post_all(
     session: aiohttp.ClientSession, url: str, bodies: list[tuple[str, dict[str, Any]]]
 ) -> tuple[float, dict[str, float]]:
     """POST everything with a few connections; returns elapsed time and when each finished."""
-    queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
-    for item in bodies:
-        queue.put_nowait(item)
     done: dict[str, float] = {}
-
-    async def worker() -> None:
-        while not queue.empty():
-            path, body = queue.get_nowait()
-            async with session.post(
-                url + path,
-                data=msgspec.json.encode(body),
-                headers={"Content-Type": "application/json"},
-            ) as response:
-                if response.status != 201:
-                    raise RuntimeError(f"create failed {response.status}: {await response.text()}")
-                await response.read()
-            done[body["metadata"]["name"]] = time.perf_counter()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return time.perf_counter() - started, done
+    took = await post_every(session, url, list(bodies), CONCURRENCY, finished=done)
+    return took, done
 
 
 async def watch_status(

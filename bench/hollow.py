@@ -158,11 +158,11 @@ async def time_domains(
         await client.close()
 
 
-def measure(
-    racks: int, *, full_racks: int, window_s: float, timeout_s: float, say: Callable[[str], None]
-) -> list[tuple[str, str | None]]:
-    state_dir = Path(tempfile.mkdtemp(prefix="cdo-hollow-", dir="/tmp"))
-    options = simctl.UpOptions(
+def up_options(
+    state_dir: Path, *, racks: int, full_racks: int, timeout_s: float
+) -> simctl.UpOptions:
+    """``cdo sim up --racks racks --full-racks full_racks``, waiting up to ``timeout_s``."""
+    return simctl.UpOptions(
         state_dir=state_dir,
         topology=None,
         nats_url=None,
@@ -174,6 +174,13 @@ def measure(
         racks=racks,
         full_racks=full_racks,
     )
+
+
+def measure(
+    racks: int, *, full_racks: int, window_s: float, timeout_s: float, say: Callable[[str], None]
+) -> list[tuple[str, str | None]]:
+    state_dir = Path(tempfile.mkdtemp(prefix="cdo-hollow-", dir="/tmp"))
+    options = up_options(state_dir, racks=racks, full_racks=full_racks, timeout_s=timeout_s)
     started = time.monotonic()
     try:
         simctl.up(options, say=lambda _line: None)

@@ -75,7 +75,15 @@ from bench._promtext import (
     scrape,
 )
 from bench._report import Runs, fixed, result_line
-from bench.hollow import CLK_TCK, cpu_ticks, domain_ready, nvlink_domain, processes, rss_mb
+from bench.hollow import (
+    CLK_TCK,
+    cpu_ticks,
+    domain_ready,
+    nvlink_domain,
+    processes,
+    rss_mb,
+    up_options,
+)
 from shared.crds import COMPUTE_DOMAINS, COMPUTE_DOMAINS_V1BETA1
 from shared.crds.names import NVLINK_DOMAIN_LABEL
 from shared.kube.client import KubeClient
@@ -641,17 +649,11 @@ async def _loaded_figures(
 def measure(racks: int, options: Options, *, say: Say) -> SizeFigures:
     """Bring ``racks`` racks up, measure them (the module docstring) and take them down."""
     state_dir = Path(tempfile.mkdtemp(prefix="cdo-scale-", dir="/tmp"))
-    up = simctl.UpOptions(
-        state_dir=state_dir,
-        topology=None,
-        nats_url=None,
-        nodes="*",
-        imex_server_port=None,
-        imex_cmd_port=None,
-        wait=True,
-        timeout_s=options.timeout_s,
+    up = up_options(
+        state_dir,
         racks=racks,
         full_racks=min(options.full_racks, racks),
+        timeout_s=options.timeout_s,
     )
     row = SizeFigures(racks=racks)
     started = time.monotonic()
